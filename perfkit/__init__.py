@@ -1,0 +1,61 @@
+"""perfkit: find out where a PyTorch training or validation loop spends its time.
+
+    import perfkit
+
+    @perfkit.timed                                  # a function, method, coroutine or generator
+    def collate(samples): ...
+
+    start = perfkit.cursor()                        # open a window (an epoch, a phase)
+    for batch in perfkit.timed_iter(loader, "train"):   # time spent waiting for each batch
+        with perfkit.section("forward"):            # a block, nested sections form a tree
+            ...
+    print(perfkit.report(perfkit.snapshot(since=start)))
+
+Records go to a bounded, thread-safe registry; snapshots give count, total,
+mean, median, p95, p99, std, min and max per series over any window.
+"""
+
+from ._api import cursor, reset, snapshot
+from ._chrome import write_chrome_trace
+from ._clock import Clock, monotonic_ns
+from ._context import ThreadInfo
+from ._iteration import SizedTimedIterator, TimedIterator, timed_iter
+from ._registry import Cursor, Registry, get_registry, use_registry
+from ._report import report
+from ._snapshot import NodeTotals, Snapshot
+from ._state import disable, enable, is_enabled
+from ._stats import SeriesData, Stats
+from ._timing import Section, section, timed
+from ._units import format_seconds
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Clock",
+    "Cursor",
+    "NodeTotals",
+    "Registry",
+    "Section",
+    "SeriesData",
+    "SizedTimedIterator",
+    "Snapshot",
+    "Stats",
+    "ThreadInfo",
+    "TimedIterator",
+    "__version__",
+    "cursor",
+    "disable",
+    "enable",
+    "format_seconds",
+    "get_registry",
+    "is_enabled",
+    "monotonic_ns",
+    "report",
+    "reset",
+    "section",
+    "snapshot",
+    "timed",
+    "timed_iter",
+    "use_registry",
+    "write_chrome_trace",
+]

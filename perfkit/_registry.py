@@ -1,0 +1,327 @@
+"""The registry: where records go, and where windows of them are read.
+
+Entry points append three ints per record (node, start, end) to one shared
+list, an operation the interpreter performs atomically, so threads record
+without a lock. The list is drained in batches (when it grows past a few
+thousand records, and before every cursor or snapshot): numpy turns a batch
+into columns, groups them by series and appends them to each series' ring.
+That keeps the per-record cost to a tuple append, and bounded memory.
+
+A ``Cursor`` remembers each series' running totals; a snapshot since a cursor
+takes differences, so a window's count and total are exact even when the ring
+overwrote some of its samples.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._clock import Clock, monotonic_ns
+from ._context import NODES, ThreadInfo, get_cell, new_cell
+from ._ring import I64, Bools, Marks, Ring
+from ._snapshot import NodeTotals, Path, Snapshot
+from ._stats import SeriesData, m2_of
+from ._validate import check_name
+
+DRAIN_AT = 3 * 4096
+"""Pending ints (three per record) that trigger a drain on the recording thread."""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A point in a registry's record stream; ``snapshot(since=cursor)`` covers what came after.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> start = reg.cursor()
+    >>> reg.snapshot(since=start)
+    Snapshot(0 series: ; ... s window)
+    """
+
+    t_ns: int
+    registry_id: int
+    generation: int
+    series: dict[str, Marks] = field(repr=False)
+    nodes: dict[int, tuple[int, int, int]] = field(repr=False)
+
+
+_ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
+_IDS = itertools.count(1)
+
+
+class Registry:
+    """Bounded, thread-safe store of timing records.
+
+    Each series (a name) keeps its newest ``capacity`` records in a ring, plus
+    exact running totals that are never lost when the ring overwrites.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry(capacity=1000)
+    >>> for _ in range(3):
+    ...     with perfkit.section("step", registry=reg):
+    ...         pass
+    >>> reg.snapshot()["step"].count
+    3
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_buf",
+        "_generation",
+        "_id",
+        "_lock",
+        "_nodes",
+        "_rings",
+        "_start_ns",
+        "capacity",
+        "clock",
+    )
+
+    def __init__(self, capacity: int = 10_000, *, clock: Clock | None = None) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a callable returning nanoseconds, got {clock!r}")
+        self.capacity = capacity
+        self.clock: Clock = clock or monotonic_ns
+        self._buf: list[int] = []
+        self._lock = threading.RLock()
+        self._rings: dict[str, Ring] = {}
+        self._nodes: dict[int, list[int]] = {}
+        self._generation = 0
+        self._id = next(_IDS)
+        self._start_ns = self.clock()
+        _ALL.add(self)
+
+    def __repr__(self) -> str:
+        return f"Registry(capacity={self.capacity}, series={len(self._rings)})"
+
+    def record(self, name: str, start_ns: int, end_ns: int, *, error: bool = False) -> None:
+        """Add one record measured elsewhere (times from ``self.clock``), nested in the open section.
+
+        >>> import perfkit
+        >>> reg = perfkit.Registry()
+        >>> t0 = reg.clock(); reg.record("step", t0, t0 + 2_000_000)
+        >>> reg.snapshot()["step"].total_s
+        0.002
+        """
+        check_name(name)
+        cell = get_cell(None) or new_cell()
+        node = NODES.child(cell[0], name)
+        buf = self._buf
+        buf += (~node if error else node, start_ns, end_ns)
+        if len(buf) > DRAIN_AT:
+            self.drain()
+
+    def drain(self) -> None:
+        """Move pending records into the rings (done for you before every cursor and snapshot)."""
+        with self._lock:
+            buf = self._buf
+            n = len(buf)
+            if not n:
+                return
+            # Read then delete exactly n ints: appends racing with us land after them.
+            arr = np.fromiter(buf, dtype=np.int64, count=n).reshape(-1, 3)
+            del buf[:n]
+            raw = arr[:, 0]
+            errors = raw < 0
+            nodes = np.where(errors, ~raw, raw) if errors.any() else raw
+            self.ingest(nodes, arr[:, 1], np.maximum(arr[:, 2] - arr[:, 1], 0), errors)
+
+    def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
+        """Append columns of records (oldest first) whose nodes are interned in this process."""
+        with self._lock:
+            counts = np.bincount(nodes)
+            present = np.flatnonzero(counts)
+            totals = np.bincount(nodes, weights=durations)
+            errs = np.bincount(nodes, weights=errors) if errors.any() else np.zeros(len(counts))
+            names = NODES.names
+            group_of_name: dict[str, int] = {}
+            group = np.zeros(len(counts), dtype=np.int64)
+            for node in present.tolist():
+                mark = self._nodes.setdefault(node, [0, 0, 0])
+                mark[0] += int(counts[node])
+                mark[1] += round(totals[node])
+                mark[2] += round(errs[node])
+                group[node] = group_of_name.setdefault(names[node], len(group_of_name))
+            if len(group_of_name) == 1:
+                (name,) = group_of_name
+                self._ring(name).extend(starts, durations, nodes, errors)
+                return
+            per_record = group[nodes]
+            order = np.argsort(per_record, kind="stable")
+            bounds = np.searchsorted(per_record[order], np.arange(len(group_of_name) + 1))
+            for name, g in group_of_name.items():
+                idx = order[bounds[g] : bounds[g + 1]]
+                self._ring(name).extend(starts[idx], durations[idx], nodes[idx], errors[idx])
+
+    def _ring(self, name: str) -> Ring:
+        ring = self._rings.get(name)
+        if ring is None:
+            ring = self._rings[name] = Ring(self.capacity)
+        return ring
+
+    def cursor(self) -> Cursor:
+        """Mark the current point; a later ``snapshot(since=...)`` covers only what follows."""
+        with self._lock:
+            self.drain()
+            return Cursor(
+                t_ns=self.clock(),
+                registry_id=self._id,
+                generation=self._generation,
+                series={name: ring.marks() for name, ring in self._rings.items()},
+                nodes={node: (m[0], m[1], m[2]) for node, m in self._nodes.items()},
+            )
+
+    def snapshot(self, since: Cursor | None = None) -> Snapshot:
+        """Statistics of every series over the records made after ``since`` (or since the start).
+
+        A cursor taken before ``reset()`` covers everything since the reset.
+        """
+        if since is not None and (not isinstance(since, Cursor) or since.registry_id != self._id):
+            raise ValueError(f"since must be a Cursor taken from this registry, got {since!r}")
+        with self._lock:
+            self.drain()
+            if since is not None and since.generation != self._generation:
+                since = None
+            end_ns = self.clock()
+            threads = _ThreadTable()
+            series = {}
+            for name, ring in self._rings.items():
+                data = _window(ring, since.series.get(name) if since else None, threads)
+                if data is not None:
+                    series[name] = data
+            return Snapshot(
+                series,
+                tree=self._tree(since),
+                threads=threads.infos,
+                start_ns=since.t_ns if since else self._start_ns,
+                end_ns=end_ns,
+            )
+
+    def _tree(self, since: Cursor | None) -> dict[Path, NodeTotals]:
+        tree: dict[Path, NodeTotals] = {}
+        before = since.nodes if since else {}
+        names, overlay = NODES.names, NODES.overlay
+        for node, (count, total, errors) in self._nodes.items():
+            c0, t0, e0 = before.get(node, (0, 0, 0))
+            if count > c0 and names[node] not in overlay:
+                path = NODES.path(node)
+                totals = NodeTotals(count - c0, total - t0, errors - e0)
+                tree[path] = tree[path] + totals if path in tree else totals
+        return tree
+
+    def reset(self) -> None:
+        """Forget every record; cursors taken before now cover everything after the reset."""
+        with self._lock:
+            self.drain()
+            self._rings.clear()
+            self._nodes.clear()
+            self._generation += 1
+            self._start_ns = self.clock()
+
+    def _after_fork(self) -> None:
+        # The child starts clean: the parent's records are the parent's to report.
+        self._lock = threading.RLock()
+        self._buf.clear()
+        self._rings.clear()
+        self._nodes.clear()
+        self._generation += 1
+        self._start_ns = self.clock()
+
+
+class _ThreadTable:
+    """Numbers the threads that a snapshot's samples came from."""
+
+    def __init__(self) -> None:
+        self.infos: list[ThreadInfo] = []
+        self._index: dict[int, int] = {}
+        self._roots = np.asarray(NODES.roots, dtype=np.int64)
+
+    def indexes(self, nodes: I64) -> I64:
+        uniq, inv = np.unique(self._roots[nodes], return_inverse=True)
+        numbers = np.empty(len(uniq), dtype=np.int64)
+        for i, root in enumerate(uniq.tolist()):
+            idx = self._index.get(root)
+            if idx is None:
+                idx = self._index[root] = len(self.infos)
+                self.infos.append(NODES.threads[root])
+            numbers[i] = idx
+        return numbers[inv].reshape(-1)
+
+
+def _window(ring: Ring, marks: Marks | None, threads: _ThreadTable) -> SeriesData | None:
+    base = marks or Marks(0, 0, 0, 0, 0.0)
+    count = ring.written - base.written
+    if count <= 0:
+        return None
+    kept = ring.retained_since(base.written)
+    complete = len(kept.durations_ns) == count
+    if complete or marks is not None:
+        lo, hi = int(kept.durations_ns.min()), int(kept.durations_ns.max())
+    else:
+        lo, hi = ring.min_ns, ring.max_ns
+    return SeriesData(
+        count=count,
+        total_ns=ring.total_ns - base.total_ns,
+        errors=ring.errors - base.errors,
+        m2=m2_of(kept.durations_ns) if complete else ring.window_m2(marks),
+        min_ns=lo,
+        max_ns=hi,
+        durations_ns=kept.durations_ns,
+        starts_ns=kept.starts_ns,
+        threads=threads.indexes(kept.nodes),
+        sample_errors=kept.errors,
+    )
+
+
+def _after_fork_in_child() -> None:
+    for registry in list(_ALL):
+        registry._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+DEFAULT = Registry()
+_CURRENT: ContextVar[Registry] = ContextVar("perfkit_registry", default=DEFAULT)
+current_registry = _CURRENT.get
+
+
+def get_registry() -> Registry:
+    """The registry entry points record into here: the innermost ``use_registry``, else the default.
+
+    >>> import perfkit
+    >>> perfkit.get_registry() is perfkit.get_registry()
+    True
+    """
+    return _CURRENT.get()
+
+
+@contextmanager
+def use_registry(registry: Registry) -> Iterator[Registry]:
+    """Send records made in this context (thread or task) to ``registry`` for the block's duration.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.use_registry(reg):
+    ...     with perfkit.section("load"):
+    ...         pass
+    >>> list(reg.snapshot())
+    ['load']
+    """
+    if not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a perfkit.Registry, got {registry!r}")
+    token = _CURRENT.set(registry)
+    try:
+        yield registry
+    finally:
+        _CURRENT.reset(token)

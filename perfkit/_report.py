@@ -1,0 +1,109 @@
+"""``report()``: a snapshot as a readable table, nested as the section tree.
+
+Rows are paths of the tree (siblings sorted by total time) with their exact
+count, total, self time (total minus the children's) and mean; p95 and max
+come from the series of that name. Loops timed with ``timed_iter`` get their
+own lines with the share of each turn spent waiting for the next item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._iteration import STEP_SUFFIX, WAIT_SUFFIX
+from ._registry import current_registry
+from ._snapshot import NodeTotals, Path, Snapshot
+from ._units import format_seconds
+
+_HEAD = ("count", "total", "self", "mean", "p95", "max")
+
+
+def report(snapshot: Snapshot | None = None) -> str:
+    """Render ``snapshot`` (default: the current registry's whole run) as text.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.section("epoch", registry=reg):
+    ...     pass
+    >>> print(perfkit.report(reg.snapshot()).splitlines()[2].split()[0])
+    epoch
+    """
+    snap = snapshot if snapshot is not None else current_registry().snapshot()
+    if not isinstance(snap, Snapshot):
+        raise TypeError(f"snapshot must be a perfkit.Snapshot or None, got {snapshot!r}")
+    lines = [
+        f"perfkit: {len(snap)} series over {format_seconds(snap.duration_s)}, {len(snap.threads)} thread(s)"
+    ]
+    rows = _tree_rows(snap)
+    if rows:
+        width = max(len(r[0]) for r in rows) + 2
+        lines.append("".ljust(width) + "".join(h.rjust(11) for h in _HEAD) + "  errors")
+        lines += [
+            (label.ljust(width) + "".join(c.rjust(11) for c in cells)).rstrip() for label, cells in rows
+        ]
+        lines.append("self = total minus the sections inside; p95 and max are over every record of that name")
+    loops = _loop_lines(snap)
+    if loops:
+        lines += ["", "loops (timed_iter): share of each turn spent waiting for the next item", *loops]
+    return "\n".join(lines)
+
+
+def _tree_rows(snap: Snapshot) -> list[tuple[str, list[str]]]:
+    tree = dict(snap.tree)
+    # A section still open when the snapshot was taken has children but no record of its own.
+    for path in list(tree):
+        for i in range(1, len(path)):
+            tree.setdefault(path[:i], NodeTotals(0, 0, 0))
+    children: dict[Path, list[Path]] = {}
+    for path in tree:
+        children.setdefault(path[:-1], []).append(path)
+    rows: list[tuple[str, list[str]]] = []
+
+    def total_of(p: Path) -> int:
+        return tree[p].total_ns or sum(total_of(c) for c in children.get(p, []))
+
+    def walk(path: Path, prefix: str, tail: bool, depth: int) -> None:
+        node = tree[path]
+        kids = sorted(children.get(path, []), key=total_of, reverse=True)
+        branch = "" if depth == 0 else prefix + ("└─ " if tail else "├─ ")
+        rows.append((branch + path[-1], _cells(snap, path[-1], node, sum(tree[k].total_ns for k in kids))))
+        inner = "" if depth == 0 else prefix + ("   " if tail else "│  ")
+        for i, kid in enumerate(kids):
+            walk(kid, inner, i == len(kids) - 1, depth + 1)
+
+    for root in sorted(children.get((), []), key=total_of, reverse=True):
+        walk(root, "", True, 0)
+    return rows
+
+
+def _cells(snap: Snapshot, name: str, node: NodeTotals, children_ns: int) -> list[str]:
+    if node.count == 0:
+        return ["(open)", *[""] * 5, ""]
+    fmt: Callable[[float], str] = format_seconds
+    stats = snap.get(name)
+    return [
+        str(node.count),
+        fmt(node.total_ns / 1e9),
+        fmt(max(0, node.total_ns - children_ns) / 1e9),
+        fmt(node.total_ns / node.count / 1e9),
+        fmt(stats.p95_s) if stats else "",
+        fmt(stats.max_s) if stats else "",
+        f"  {node.errors}" if node.errors else "",
+    ]
+
+
+def _loop_lines(snap: Snapshot) -> list[str]:
+    lines = []
+    for name in snap:
+        if not name.endswith(WAIT_SUFFIX):
+            continue
+        loop = name[: -len(WAIT_SUFFIX)]
+        wait = snap[name]
+        step = snap.get(loop + STEP_SUFFIX)
+        line = f"  {loop}: {wait.count} items, wait mean {format_seconds(wait.mean_s)}"
+        line += f", p95 {format_seconds(wait.p95_s)}"
+        if step is not None and step.total_s > 0:
+            share = min(1.0, wait.total_s / step.total_s)
+            line += f"; turn mean {format_seconds(step.mean_s)}; waiting {share:.1%} of the loop"
+        lines.append(line)
+    return lines

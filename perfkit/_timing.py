@@ -1,0 +1,390 @@
+"""``@timed`` and ``section``: time a function or a block into a registry.
+
+    @perfkit.timed                      # name "module.qualname"
+    def collate(batch): ...
+
+    @perfkit.timed("unclip")            # or timed(name=..., registry=...)
+    def unclip(box): ...
+
+    with perfkit.section("postprocess"):
+        ...
+
+Timing state lives in the call (locals of the wrapper, or the section object
+for one ``with``), never on the decorator, so recursion and threads are safe.
+The switch, the registry and the clock are looked up when the function is
+*called*, so a decorator applied at import time follows later changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar, cast, overload
+
+from ._context import CELL, NODES, get_cell, new_cell
+from ._registry import DRAIN_AT, Registry, current_registry
+from ._state import SWITCH
+from ._validate import check_name
+
+P = ParamSpec("P")
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def timed(fn: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def timed(
+    name: str | None = None, /, *, registry: Registry | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+@overload
+def timed(
+    *, name: str | None = None, registry: Registry | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def timed(
+    fn_or_name: Callable[P, R] | str | None = None,
+    /,
+    *,
+    name: str | None = None,
+    registry: Registry | None = None,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Record every call of the decorated function as one record of series ``name``.
+
+    Works on functions, methods, ``async def`` (time until the coroutine completes) and
+    generator functions (time spent running inside the generator, not while it is
+    suspended). The wrapper keeps the signature, ``__wrapped__``, name and docstring.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> @perfkit.timed("square", registry=reg)
+    ... def square(x: int) -> int:
+    ...     return x * x
+    >>> square(3), reg.snapshot()["square"].count
+    (9, 1)
+    """
+    if registry is not None and not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    if callable(fn_or_name):
+        if name is not None:
+            check_name(name)
+        return _decorate(fn_or_name, name, registry)
+    if fn_or_name is not None:
+        if name is not None:
+            raise TypeError(f"give the name once, positionally or as name=, got {fn_or_name!r} and {name!r}")
+        name = check_name(fn_or_name)
+    elif name is not None:
+        check_name(name)
+
+    def decorator(fn: Callable[P, R]) -> Callable[P, R]:
+        return _decorate(fn, name, registry)
+
+    return decorator
+
+
+def _decorate(fn: Callable[P, R], name: str | None, registry: Registry | None) -> Callable[P, R]:
+    if isinstance(fn, (staticmethod, classmethod)):
+        inner = _decorate(fn.__func__, name or _default_name(fn.__func__), registry)
+        return cast(Callable[P, R], type(fn)(inner))
+    if not callable(fn):
+        raise TypeError(f"timed() needs a callable, got {fn!r}")
+    series = name or _default_name(fn)
+    if inspect.isasyncgenfunction(fn):
+        wrapper: Callable[..., Any] = _wrap_async_generator(fn, series, registry)
+    elif inspect.iscoroutinefunction(fn):
+        wrapper = _wrap_coroutine(fn, series, registry)
+    elif inspect.isgeneratorfunction(fn):
+        wrapper = _wrap_generator(fn, series, registry)
+    else:
+        wrapper = _wrap_function(fn, series, registry)
+    return cast(Callable[P, R], functools.update_wrapper(wrapper, fn))
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or "<unknown>"
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{qualname}"
+
+
+def _wrap_function(fn: Callable[..., R], name: str, registry: Registry | None) -> Callable[..., R]:
+    kids = NODES.kids(name)
+    child = NODES.child
+    switch = SWITCH
+
+    def timed_call(*args: Any, **kwargs: Any) -> R:
+        if not switch.on:
+            return fn(*args, **kwargs)
+        reg = registry or current_registry()
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        node = kids.get(parent) or child(parent, name)
+        cell[0] = node
+        clock = reg.clock
+        t0 = clock()
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException:
+            cell[0] = parent
+            reg._buf += (~node, t0, clock())
+            raise
+        t1 = clock()
+        cell[0] = parent
+        buf = reg._buf
+        buf += (node, t0, t1)
+        if len(buf) > DRAIN_AT:
+            reg.drain()
+        return result
+
+    return timed_call
+
+
+def _wrap_coroutine(
+    fn: Callable[..., Coroutine[Any, Any, R]], name: str, registry: Registry | None
+) -> Callable[..., Coroutine[Any, Any, R]]:
+    async def timed_coroutine(*args: Any, **kwargs: Any) -> R:
+        if not SWITCH.on:
+            return await fn(*args, **kwargs)
+        reg = registry or current_registry()
+        outer = get_cell(None) or new_cell()
+        node = NODES.child(outer[0], name)
+        # A cell of its own: other tasks interleaving on this thread must not see our sections.
+        token = CELL.set([node])
+        t0 = reg.clock()
+        failed = True
+        try:
+            result = await fn(*args, **kwargs)
+            failed = False
+            return result
+        finally:
+            _add(reg, node, t0, reg.clock(), failed)
+            CELL.reset(token)
+
+    return timed_coroutine
+
+
+def _wrap_generator(
+    fn: Callable[..., Generator[Any, Any, R]], name: str, registry: Registry | None
+) -> Callable[..., Generator[Any, Any, R]]:
+    def timed_generator(*args: Any, **kwargs: Any) -> Generator[Any, Any, R]:
+        gen = fn(*args, **kwargs)
+        if not SWITCH.on:
+            return (yield from gen)
+        reg = registry or current_registry()
+        run = _GeneratorRun(name, reg)
+        value: Any = None
+        thrown: BaseException | None = None
+        while True:
+            run.resume()
+            try:
+                item = gen.send(value) if thrown is None else gen.throw(thrown)
+            except StopIteration as stop:
+                run.finish(failed=False)
+                return cast(R, stop.value)
+            except BaseException:
+                run.finish(failed=True)
+                raise
+            run.suspend()
+            value, thrown = None, None
+            try:
+                value = yield item
+            except GeneratorExit:
+                run.resume()
+                try:
+                    gen.close()
+                finally:
+                    run.finish(failed=False)
+                raise
+            except BaseException as exc:
+                thrown = exc
+
+    return timed_generator
+
+
+def _wrap_async_generator(
+    fn: Callable[..., AsyncGenerator[Any, Any]], name: str, registry: Registry | None
+) -> Callable[..., AsyncGenerator[Any, Any]]:
+    async def timed_async_generator(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        agen = fn(*args, **kwargs)
+        reg = registry or current_registry()
+        run = _GeneratorRun(name, reg) if SWITCH.on else None
+        value: Any = None
+        thrown: BaseException | None = None
+        while True:
+            if run:
+                run.resume()
+            try:
+                item = await (agen.asend(value) if thrown is None else agen.athrow(thrown))
+            except StopAsyncIteration:
+                if run:
+                    run.finish(failed=False)
+                return
+            except BaseException:
+                if run:
+                    run.finish(failed=True)
+                raise
+            if run:
+                run.suspend()
+            value, thrown = None, None
+            try:
+                value = yield item
+            except GeneratorExit:
+                await agen.aclose()
+                if run:
+                    run.finish(failed=False)
+                raise
+            except BaseException as exc:
+                thrown = exc
+
+    return timed_async_generator
+
+
+class _GeneratorRun:
+    """One generator's life: sums the time spent inside it, its node open while it runs."""
+
+    __slots__ = ("_cell", "_node", "_parent", "_reg", "_resumed", "_start", "active_ns")
+
+    def __init__(self, name: str, reg: Registry) -> None:
+        self._reg = reg
+        self._cell = get_cell(None) or new_cell()
+        self._parent = self._cell[0]
+        self._node = NODES.child(self._parent, name)
+        self._start = -1
+        self._resumed = 0
+        self.active_ns = 0
+
+    def resume(self) -> None:
+        # The consumer may resume us from another context: use whichever cell is current.
+        self._cell = get_cell(None) or new_cell()
+        self._parent = self._cell[0]
+        self._cell[0] = self._node
+        self._resumed = self._reg.clock()
+        if self._start < 0:
+            self._start = self._resumed
+
+    def suspend(self) -> None:
+        self.active_ns += max(0, self._reg.clock() - self._resumed)
+        self._cell[0] = self._parent
+
+    def finish(self, *, failed: bool) -> None:
+        self.suspend()
+        _add(self._reg, self._node, self._start, self._start + self.active_ns, failed)
+
+
+def _add(reg: Registry, node: int, t0: int, t1: int, failed: bool) -> None:
+    buf = reg._buf
+    buf += (~node if failed else node, t0, t1)
+    if len(buf) > DRAIN_AT:
+        reg.drain()
+
+
+class Section:
+    """A named block timer; ``section(name)`` returns one. Use it with ``with`` or as a decorator.
+
+    The object holds no timing state: each ``with`` keeps its frame (parent, node, start)
+    on the current context's cell, so one ``Section`` can be entered recursively and from
+    several threads at once, and ``section()`` can hand out a cached object instead of
+    building a new one per block.
+    """
+
+    __slots__ = ("_kids", "_registry", "name")
+
+    def __init__(self, name: str, registry: Registry | None) -> None:
+        self.name = name
+        self._registry = registry
+        self._kids = NODES.kids(name)
+
+    def __repr__(self) -> str:
+        return f"section({self.name!r})"
+
+    def __enter__(self) -> Section:
+        if not SWITCH.on:
+            return self
+        reg = self._registry or current_registry()
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        node = self._kids.get(parent) or NODES.child(parent, self.name)
+        cell[0] = node
+        cell.append((self, parent, node, reg, reg.clock()))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        cell: list[Any] | None = get_cell(None)
+        if cell is None or len(cell) < 2:
+            return  # entered while perfkit was disabled
+        frame = cell[-1]
+        if frame[0] is self:
+            t1 = frame[3].clock()
+            del cell[-1]
+        else:
+            # A generator suspended inside a section of its own can leave its frame above
+            # ours; find ours so that no record is lost.
+            t1 = _now(frame)
+            found = _pop_frame(cell, self)
+            if found is None:
+                return
+            frame = found
+        _, parent, node, reg, t0 = frame
+        cell[0] = parent
+        buf = reg._buf
+        buf += (node if exc_type is None else ~node, t0, t1)
+        if len(buf) > DRAIN_AT:
+            reg.drain()
+
+    def __call__(self, fn: F) -> F:
+        """Decorate ``fn``: each call is recorded under this section's name (thread-safe)."""
+        return cast(F, _decorate(fn, self.name, self._registry))
+
+
+def _now(frame: tuple[Any, ...]) -> int:
+    clock: Callable[[], int] = frame[3].clock
+    return clock()
+
+
+def _pop_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
+    for i in range(len(cell) - 1, 0, -1):
+        if cell[i][0] is owner:
+            frame: tuple[Any, ...] = cell.pop(i)
+            # Frames opened inside ours but still open will restore our parent, not our node.
+            for j in range(i, len(cell)):
+                above = cell[j]
+                if above[1] == frame[2]:
+                    cell[j] = (above[0], frame[1], *above[2:])
+            return frame
+    return None
+
+
+_CACHE: dict[tuple[str, Registry | None], Section] = {}
+_CACHE_MAX = 4096
+
+
+def section(name: str, *, registry: Registry | None = None) -> Section:
+    """Time a block as one record of series ``name``; also usable as a decorator.
+
+    Sections nest: a record made inside knows this section as its parent. A block that
+    raises is recorded with its error flag set, and the exception propagates unchanged.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.section("epoch", registry=reg):
+    ...     with perfkit.section("batch", registry=reg):
+    ...         pass
+    >>> sorted(reg.snapshot().tree)
+    [('epoch',), ('epoch', 'batch')]
+    """
+    key = (name, registry)
+    try:
+        return _CACHE[key]
+    except (KeyError, TypeError):
+        pass
+    check_name(name)
+    if registry is not None and not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    if len(_CACHE) >= _CACHE_MAX:  # names built at run time must not grow the cache forever
+        _CACHE.clear()
+    obj = _CACHE[key] = Section(name, registry)
+    return obj
