@@ -316,11 +316,11 @@ class Section:
         cell: list[Any] | None = get_cell(None)
         if cell is None or len(cell) < 2:
             return  # entered while perfkit was disabled
-        frame = cell[-1]
+        frame = cell.pop()
         if frame[0] is self:
             t1 = frame[3].clock()
-            del cell[-1]
         else:
+            cell.append(frame)
             # A generator suspended inside a section of its own can leave its frame above
             # ours; find ours so that no record is lost.
             t1 = _now(frame)
@@ -359,6 +359,7 @@ def _pop_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
 
 
 _CACHE: dict[tuple[str, Registry | None], Section] = {}
+_BY_NAME: dict[str, Section] = {}  # the (name, None) entries of _CACHE, found without a tuple
 _CACHE_MAX = 4096
 
 
@@ -376,6 +377,10 @@ def section(name: str, *, registry: Registry | None = None) -> Section:
     >>> sorted(reg.snapshot().tree)
     [('epoch',), ('epoch', 'batch')]
     """
+    if registry is None:
+        cached = _BY_NAME.get(name)
+        if cached is not None:
+            return cached
     key = (name, registry)
     try:
         return _CACHE[key]
@@ -386,5 +391,8 @@ def section(name: str, *, registry: Registry | None = None) -> Section:
         raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
     if len(_CACHE) >= _CACHE_MAX:  # names built at run time must not grow the cache forever
         _CACHE.clear()
+        _BY_NAME.clear()
     obj = _CACHE[key] = Section(name, registry)
+    if registry is None:
+        _BY_NAME[name] = obj
     return obj
