@@ -18,7 +18,6 @@ import gc
 import json
 import sys
 import threading
-import time
 import tracemalloc
 from collections.abc import Callable
 from time import perf_counter_ns
@@ -286,15 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}, bare call {bare_call:.0f} ns, floor {floor:.0f} ns over bare\n")
     print(render(over, floor))
     threads = threads_check(per_thread)
+    multi, single = threads["four_thread_rate_per_s"], threads["single_rate_per_s"]
     print(
-        f"\n4 threads x {per_thread} records: {threads['lost']:.0f} lost; aggregate "
-        f"{threads['four_thread_rate_per_s'] / 1e6:.2f} M/s against {threads['single_rate_per_s'] / 1e6:.2f} M/s "
-        f"from one thread ({threads['four_thread_rate_per_s'] / threads['single_rate_per_s']:.2f}x)"
+        f"\n4 threads x {per_thread} records: {threads['lost']:.0f} lost; aggregate {multi / 1e6:.2f} M/s "
+        f"against {single / 1e6:.2f} M/s from one thread ({multi / single:.2f}x)"
     )
     memory = memory_check(records)
     print(
-        f"memory of a capacity-10,000 registry: {memory['bytes_after_capacity'] / 1e6:.2f} MB after 10,000 records, "
-        f"{memory['bytes_after_all'] / 1e6:.2f} MB after {records:,}"
+        f"memory of a capacity-10,000 registry: {memory['bytes_after_capacity'] / 1e6:.2f} MB after "
+        f"10,000 records, {memory['bytes_after_all'] / 1e6:.2f} MB after {records:,}"
     )
     if args.json:
         with open(args.json, "w") as fh:

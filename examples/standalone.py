@@ -26,7 +26,8 @@ def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tenso
 
 def main() -> None:
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.LazyLinear(2))
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(2))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(Shapes(), batch_size=32, collate_fn=collate)
     for epoch in range(2):
