@@ -19,29 +19,43 @@ from ._api import cursor, reset, snapshot
 from ._chrome import write_chrome_trace
 from ._clock import Clock, monotonic_ns
 from ._context import ThreadInfo
+from ._gauges import GaugeData, GaugeStats
 from ._iteration import SizedTimedIterator, TimedIterator, timed_iter
 from ._registry import Cursor, Registry, get_registry, use_registry
 from ._report import report
+from ._sampler import ResourceSampler
+from ._section import Section, section
 from ._snapshot import NodeTotals, Snapshot
+from ._sources import NvmlSource, ProcessSource, Source, SourceUnavailable, TorchCudaSource
 from ._state import disable, enable, is_enabled
 from ._stats import SeriesData, Stats
-from ._timing import Section, section, timed
+from ._timing import timed
 from ._units import format_seconds
+from ._warn import PerfkitWarning
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Clock",
     "Cursor",
+    "GaugeData",
+    "GaugeStats",
     "NodeTotals",
+    "NvmlSource",
+    "PerfkitWarning",
+    "ProcessSource",
     "Registry",
+    "ResourceSampler",
     "Section",
     "SeriesData",
     "SizedTimedIterator",
     "Snapshot",
+    "Source",
+    "SourceUnavailable",
     "Stats",
     "ThreadInfo",
     "TimedIterator",
+    "TorchCudaSource",
     "__version__",
     "cursor",
     "disable",

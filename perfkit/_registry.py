@@ -27,6 +27,8 @@ import numpy as np
 
 from ._clock import Clock, monotonic_ns
 from ._context import NODES, ThreadInfo, get_cell, new_cell
+from ._gauges import GaugeData, GaugeRing
+from ._gpu_events import EventFactory, PendingGpu
 from ._ring import I64, Bools, Marks, Ring
 from ._snapshot import NodeTotals, Path, Snapshot
 from ._stats import SeriesData, m2_of
@@ -52,6 +54,7 @@ class Cursor:
     generation: int
     series: dict[str, Marks] = field(repr=False)
     nodes: dict[int, tuple[int, int, int]] = field(repr=False)
+    gauges: dict[str, tuple[int, float]] = field(repr=False)
 
 
 _ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -76,7 +79,9 @@ class Registry:
     __slots__ = (
         "__weakref__",
         "_buf",
+        "_gauges",
         "_generation",
+        "_gpu",
         "_id",
         "_lock",
         "_nodes",
@@ -84,19 +89,28 @@ class Registry:
         "_start_ns",
         "capacity",
         "clock",
+        "gpu_events",
     )
 
-    def __init__(self, capacity: int = 10_000, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, capacity: int = 10_000, *, clock: Clock | None = None, gpu_events: EventFactory | None = None
+    ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a callable returning nanoseconds, got {clock!r}")
+        if gpu_events is not None and not callable(gpu_events):
+            raise TypeError(f"gpu_events must be a callable returning CUDA events, got {gpu_events!r}")
         self.capacity = capacity
         self.clock: Clock = clock or monotonic_ns
+        self.gpu_events = gpu_events
+        """Makes the events of ``cuda=True`` sections; None means torch.cuda's when CUDA is available."""
+        self._gpu = PendingGpu()
         self._buf: list[int] = []
         self._lock = threading.RLock()
         self._rings: dict[str, Ring] = {}
         self._nodes: dict[int, list[int]] = {}
+        self._gauges: dict[str, GaugeRing] = {}
         self._generation = 0
         self._id = next(_IDS)
         self._start_ns = self.clock()
@@ -122,10 +136,32 @@ class Registry:
         if len(buf) > DRAIN_AT:
             self.drain()
 
+    def gauge(self, name: str, value: float, *, t_ns: int | None = None) -> None:
+        """Add one sample of gauge ``name`` (a memory size, a utilisation) taken at ``t_ns``.
+
+        >>> import perfkit
+        >>> reg = perfkit.Registry()
+        >>> reg.gauge("gpu0.util_percent", 87.0)
+        >>> reg.snapshot().gauges["gpu0.util_percent"].last
+        87.0
+        """
+        check_name(name)
+        t = self.clock() if t_ns is None else t_ns
+        with self._lock:
+            ring = self._gauges.get(name)
+            if ring is None:
+                ring = self._gauges[name] = GaugeRing(self.capacity)
+            ring.add(t, float(value))
+
     def drain(self) -> None:
         """Move pending records into the rings (done for you before every cursor and snapshot)."""
+        self._drain(wait_gpu=False)
+
+    def _drain(self, *, wait_gpu: bool) -> None:
         with self._lock:
             buf = self._buf
+            if self._gpu.items:
+                buf += self._gpu.resolve(wait=wait_gpu)
             n = len(buf)
             if not n:
                 return
@@ -173,13 +209,14 @@ class Registry:
     def cursor(self) -> Cursor:
         """Mark the current point; a later ``snapshot(since=...)`` covers only what follows."""
         with self._lock:
-            self.drain()
+            self._drain(wait_gpu=True)
             return Cursor(
                 t_ns=self.clock(),
                 registry_id=self._id,
                 generation=self._generation,
                 series={name: ring.marks() for name, ring in self._rings.items()},
                 nodes={node: (m[0], m[1], m[2]) for node, m in self._nodes.items()},
+                gauges={name: (g.written, g.total) for name, g in self._gauges.items()},
             )
 
     def snapshot(self, since: Cursor | None = None) -> Snapshot:
@@ -190,7 +227,7 @@ class Registry:
         if since is not None and (not isinstance(since, Cursor) or since.registry_id != self._id):
             raise ValueError(f"since must be a Cursor taken from this registry, got {since!r}")
         with self._lock:
-            self.drain()
+            self._drain(wait_gpu=True)
             if since is not None and since.generation != self._generation:
                 since = None
             end_ns = self.clock()
@@ -204,9 +241,19 @@ class Registry:
                 series,
                 tree=self._tree(since),
                 threads=threads.infos,
+                gauges=self._gauge_windows(since),
                 start_ns=since.t_ns if since else self._start_ns,
                 end_ns=end_ns,
             )
+
+    def _gauge_windows(self, since: Cursor | None) -> dict[str, GaugeData]:
+        out = {}
+        for name, ring in self._gauges.items():
+            written, total = since.gauges.get(name, (0, 0.0)) if since else (0, 0.0)
+            data = ring.window(written, total)
+            if data is not None:
+                out[name] = data
+        return out
 
     def _tree(self, since: Cursor | None) -> dict[Path, NodeTotals]:
         tree: dict[Path, NodeTotals] = {}
@@ -226,6 +273,7 @@ class Registry:
             self.drain()
             self._rings.clear()
             self._nodes.clear()
+            self._gauges.clear()
             self._generation += 1
             self._start_ns = self.clock()
 
@@ -233,8 +281,10 @@ class Registry:
         # The child starts clean: the parent's records are the parent's to report.
         self._lock = threading.RLock()
         self._buf.clear()
+        self._gpu = PendingGpu()
         self._rings.clear()
         self._nodes.clear()
+        self._gauges.clear()
         self._generation += 1
         self._start_ns = self.clock()
 

@@ -45,7 +45,18 @@ def report(snapshot: Snapshot | None = None) -> str:
     loops = _loop_lines(snap)
     if loops:
         lines += ["", "loops (timed_iter): share of each turn spent waiting for the next item", *loops]
+    if snap.gauges:
+        lines += ["", *_gauge_lines(snap)]
     return "\n".join(lines)
+
+
+def _gauge_lines(snap: Snapshot) -> list[str]:
+    width = max(map(len, snap.gauges)) + 2
+    lines = ["gauges".ljust(width) + "".join(h.rjust(11) for h in ("min", "mean", "max", "last", "peak at"))]
+    for name, g in snap.gauges.items():
+        cells = [f"{v:.1f}" for v in (g.min, g.mean, g.max, g.last)] + [f"{g.peak_at_s:.2f} s"]
+        lines.append(name.ljust(width) + "".join(c.rjust(11) for c in cells))
+    return lines
 
 
 def _tree_rows(snap: Snapshot) -> list[tuple[str, list[str]]]:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ._context import ThreadInfo
+from ._gauges import GaugeData, GaugeStats
 from ._stats import SeriesData, Stats, combine
 
 _FORMAT = 1
@@ -54,7 +55,7 @@ class Snapshot(Mapping[str, Stats]):
     True
     """
 
-    __slots__ = ("_series", "_stats", "end_ns", "start_ns", "threads", "tree")
+    __slots__ = ("_gauges", "_series", "_stats", "end_ns", "gauges", "start_ns", "threads", "tree")
 
     def __init__(
         self,
@@ -62,6 +63,7 @@ class Snapshot(Mapping[str, Stats]):
         *,
         tree: Mapping[Path, NodeTotals] | None = None,
         threads: Sequence[ThreadInfo] = (),
+        gauges: Mapping[str, GaugeData] | None = None,
         start_ns: int = 0,
         end_ns: int = 0,
     ) -> None:
@@ -71,6 +73,9 @@ class Snapshot(Mapping[str, Stats]):
         self.threads: tuple[ThreadInfo, ...] = tuple(threads)
         self.start_ns = start_ns
         self.end_ns = end_ns
+        self._gauges = dict(sorted((gauges or {}).items()))
+        self.gauges: Mapping[str, GaugeStats] = {k: g.stats(start_ns) for k, g in self._gauges.items()}
+        """Gauge series (memory, utilisation) sampled in the window, by name."""
 
     # Mapping protocol: iteration goes from the largest total time to the smallest.
     def __getitem__(self, name: str) -> Stats:
@@ -95,6 +100,8 @@ class Snapshot(Mapping[str, Stats]):
             and all(self._series[k].same_as(other._series[k]) for k in self._series)
             and self.tree == other.tree
             and self.threads == other.threads
+            and self._gauges.keys() == other._gauges.keys()
+            and all(self._gauges[k].same_as(other._gauges[k]) for k in self._gauges)
             and (self.start_ns, self.end_ns) == (other.start_ns, other.end_ns)
         )
 
@@ -108,6 +115,10 @@ class Snapshot(Mapping[str, Stats]):
     def data(self, name: str) -> SeriesData:
         """The retained samples and exact totals behind ``self[name]``."""
         return self._series[name]
+
+    def gauge_data(self, name: str) -> GaugeData:
+        """The retained (time, value) samples behind ``self.gauges[name]``, e.g. to plot memory over time."""
+        return self._gauges[name]
 
     def merge(self, *others: Snapshot) -> Snapshot:
         """Combine snapshots of the same window taken in several processes or ranks.
@@ -135,10 +146,15 @@ class Snapshot(Mapping[str, Stats]):
         for snap in parts:
             for path, totals in snap.tree.items():
                 tree[path] = tree[path] + totals if path in tree else totals
+        gauges = {
+            name: GaugeData.combine([s._gauges[name] for s in parts if name in s._gauges])
+            for name in {n for s in parts for n in s._gauges}
+        }
         return Snapshot(
             series,
             tree=tree,
             threads=threads,
+            gauges=gauges,
             start_ns=min(s.start_ns for s in parts),
             end_ns=max(s.end_ns for s in parts),
         )
@@ -166,6 +182,16 @@ class Snapshot(Mapping[str, Stats]):
                     "error_samples": np.flatnonzero(d.sample_errors).tolist(),
                 }
                 for name, d in self._series.items()
+            },
+            "gauges": {
+                name: {
+                    "stats": asdict(self.gauges[name]),
+                    "count": g.count,
+                    "total": g.total,
+                    "times_ns": g.times_ns.tolist(),
+                    "values": g.values.tolist(),
+                }
+                for name, g in self._gauges.items()
             },
         }
 
@@ -197,6 +223,15 @@ class Snapshot(Mapping[str, Stats]):
             series,
             tree={tuple(t["path"]): NodeTotals(t["count"], t["total_ns"], t["errors"]) for t in data["tree"]},
             threads=[ThreadInfo(**t) for t in data["threads"]],
+            gauges={
+                name: GaugeData(
+                    g["count"],
+                    g["total"],
+                    np.array(g["times_ns"], dtype=np.int64),
+                    np.array(g["values"], dtype=np.float64),
+                )
+                for name, g in data.get("gauges", {}).items()
+            },
             start_ns=data["start_ns"],
             end_ns=data["end_ns"],
         )

@@ -6,8 +6,6 @@
     @perfkit.timed("unclip")            # or timed(name=..., registry=...)
     def unclip(box): ...
 
-    with perfkit.section("postprocess"):
-        ...
 
 Timing state lives in the call (locals of the wrapper, or the section object
 for one ``with``), never on the decorator, so recursion and threads are safe.
@@ -20,28 +18,27 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
-from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._context import CELL, NODES, get_cell, new_cell
+from ._cuda import wrap_cuda_function
 from ._registry import DRAIN_AT, Registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @overload
 def timed(fn: Callable[P, R], /) -> Callable[P, R]: ...
 @overload
 def timed(
-    name: str | None = None, /, *, registry: Registry | None = None
+    name: str | None = None, /, *, registry: Registry | None = None, cuda: bool = False
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 @overload
 def timed(
-    *, name: str | None = None, registry: Registry | None = None
+    *, name: str | None = None, registry: Registry | None = None, cuda: bool = False
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -51,12 +48,15 @@ def timed(
     *,
     name: str | None = None,
     registry: Registry | None = None,
+    cuda: bool = False,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Record every call of the decorated function as one record of series ``name``.
 
     Works on functions, methods, ``async def`` (time until the coroutine completes) and
     generator functions (time spent running inside the generator, not while it is
     suspended). The wrapper keeps the signature, ``__wrapped__``, name and docstring.
+    With ``cuda=True`` (plain functions) the GPU time of the call is also recorded, as
+    ``NAME.gpu``, from CUDA events resolved lazily (no synchronisation per call).
 
     >>> import perfkit
     >>> reg = perfkit.Registry()
@@ -71,7 +71,7 @@ def timed(
     if callable(fn_or_name):
         if name is not None:
             check_name(name)
-        return _decorate(fn_or_name, name, registry)
+        return _decorate(fn_or_name, name, registry, cuda)
     if fn_or_name is not None:
         if name is not None:
             raise TypeError(f"give the name once, positionally or as name=, got {fn_or_name!r} and {name!r}")
@@ -80,20 +80,30 @@ def timed(
         check_name(name)
 
     def decorator(fn: Callable[P, R]) -> Callable[P, R]:
-        return _decorate(fn, name, registry)
+        return _decorate(fn, name, registry, cuda)
 
     return decorator
 
 
-def _decorate(fn: Callable[P, R], name: str | None, registry: Registry | None) -> Callable[P, R]:
+def _decorate(
+    fn: Callable[P, R], name: str | None, registry: Registry | None, cuda: bool = False
+) -> Callable[P, R]:
     if isinstance(fn, (staticmethod, classmethod)):
-        inner = _decorate(fn.__func__, name or _default_name(fn.__func__), registry)
+        inner = _decorate(fn.__func__, name or _default_name(fn.__func__), registry, cuda)
         return cast(Callable[P, R], type(fn)(inner))
     if not callable(fn):
         raise TypeError(f"timed() needs a callable, got {fn!r}")
     series = name or _default_name(fn)
-    if inspect.isasyncgenfunction(fn):
-        wrapper: Callable[..., Any] = _wrap_async_generator(fn, series, registry)
+    if cuda:
+        if (
+            inspect.isasyncgenfunction(fn)
+            or inspect.iscoroutinefunction(fn)
+            or inspect.isgeneratorfunction(fn)
+        ):
+            raise ValueError(f"cuda=True times plain functions; {fn!r} is a coroutine or generator function")
+        wrapper: Callable[..., Any] = wrap_cuda_function(fn, series, registry)
+    elif inspect.isasyncgenfunction(fn):
+        wrapper = _wrap_async_generator(fn, series, registry)
     elif inspect.iscoroutinefunction(fn):
         wrapper = _wrap_coroutine(fn, series, registry)
     elif inspect.isgeneratorfunction(fn):
@@ -278,121 +288,3 @@ def _add(reg: Registry, node: int, t0: int, t1: int, failed: bool) -> None:
     buf += (~node if failed else node, t0, t1)
     if len(buf) > DRAIN_AT:
         reg.drain()
-
-
-class Section:
-    """A named block timer; ``section(name)`` returns one. Use it with ``with`` or as a decorator.
-
-    The object holds no timing state: each ``with`` keeps its frame (parent, node, start)
-    on the current context's cell, so one ``Section`` can be entered recursively and from
-    several threads at once, and ``section()`` can hand out a cached object instead of
-    building a new one per block.
-    """
-
-    __slots__ = ("_kids", "_registry", "name")
-
-    def __init__(self, name: str, registry: Registry | None) -> None:
-        self.name = name
-        self._registry = registry
-        self._kids = NODES.kids(name)
-
-    def __repr__(self) -> str:
-        return f"section({self.name!r})"
-
-    def __enter__(self) -> Section:
-        if not SWITCH.on:
-            return self
-        reg = self._registry or current_registry()
-        cell = get_cell(None) or new_cell()
-        parent = cell[0]
-        node = self._kids.get(parent) or NODES.child(parent, self.name)
-        cell[0] = node
-        cell.append((self, parent, node, reg, reg.clock()))
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        cell: list[Any] | None = get_cell(None)
-        if cell is None or len(cell) < 2:
-            return  # entered while perfkit was disabled
-        frame = cell.pop()
-        if frame[0] is self:
-            t1 = frame[3].clock()
-        else:
-            cell.append(frame)
-            # A generator suspended inside a section of its own can leave its frame above
-            # ours; find ours so that no record is lost.
-            t1 = _now(frame)
-            found = _pop_frame(cell, self)
-            if found is None:
-                return
-            frame = found
-        _, parent, node, reg, t0 = frame
-        cell[0] = parent
-        buf = reg._buf
-        buf += (node if exc_type is None else ~node, t0, t1)
-        if len(buf) > DRAIN_AT:
-            reg.drain()
-
-    def __call__(self, fn: F) -> F:
-        """Decorate ``fn``: each call is recorded under this section's name (thread-safe)."""
-        return cast(F, _decorate(fn, self.name, self._registry))
-
-
-def _now(frame: tuple[Any, ...]) -> int:
-    clock: Callable[[], int] = frame[3].clock
-    return clock()
-
-
-def _pop_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
-    for i in range(len(cell) - 1, 0, -1):
-        if cell[i][0] is owner:
-            frame: tuple[Any, ...] = cell.pop(i)
-            # Frames opened inside ours but still open will restore our parent, not our node.
-            for j in range(i, len(cell)):
-                above = cell[j]
-                if above[1] == frame[2]:
-                    cell[j] = (above[0], frame[1], *above[2:])
-            return frame
-    return None
-
-
-_CACHE: dict[tuple[str, Registry | None], Section] = {}
-_BY_NAME: dict[str, Section] = {}  # the (name, None) entries of _CACHE, found without a tuple
-_CACHE_MAX = 4096
-
-
-def section(name: str, *, registry: Registry | None = None) -> Section:
-    """Time a block as one record of series ``name``; also usable as a decorator.
-
-    Sections nest: a record made inside knows this section as its parent. A block that
-    raises is recorded with its error flag set, and the exception propagates unchanged.
-
-    >>> import perfkit
-    >>> reg = perfkit.Registry()
-    >>> with perfkit.section("epoch", registry=reg):
-    ...     with perfkit.section("batch", registry=reg):
-    ...         pass
-    >>> sorted(reg.snapshot().tree)
-    [('epoch',), ('epoch', 'batch')]
-    """
-    if registry is None:
-        cached = _BY_NAME.get(name)
-        if cached is not None:
-            return cached
-    key = (name, registry)
-    try:
-        return _CACHE[key]
-    except (KeyError, TypeError):
-        pass
-    check_name(name)
-    if registry is not None and not isinstance(registry, Registry):
-        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
-    if len(_CACHE) >= _CACHE_MAX:  # names built at run time must not grow the cache forever
-        _CACHE.clear()
-        _BY_NAME.clear()
-    obj = _CACHE[key] = Section(name, registry)
-    if registry is None:
-        _BY_NAME[name] = obj
-    return obj

@@ -1,0 +1,58 @@
+"""``@timed(cuda=True)``: a function's host time and its GPU time, with no synchronisation per call.
+
+The events, their lazy resolution and the fallback without CUDA live in ``_gpu_events``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ._context import NODES, get_cell, new_cell
+from ._gpu_events import GPU_SUFFIX, torch_events, warn_no_cuda
+from ._registry import DRAIN_AT, Registry, current_registry
+from ._state import SWITCH
+
+R = TypeVar("R")
+
+
+def wrap_cuda_function(fn: Callable[..., R], name: str, registry: Registry | None) -> Callable[..., R]:
+    """``@timed(cuda=True)``: host time as ``name`` and GPU time as ``name.gpu`` for each call."""
+    gpu_name = name + GPU_SUFFIX
+    NODES.overlay.add(gpu_name)  # GPU time overlaps the host's: not part of the section tree
+
+    def timed_cuda_call(*args: Any, **kwargs: Any) -> R:
+        if not SWITCH.on:
+            return fn(*args, **kwargs)
+        reg = registry or current_registry()
+        events = reg.gpu_events or torch_events()
+        if events is None:
+            warn_no_cuda(name)
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        node = NODES.child(parent, name)
+        cell[0] = node
+        start = end = None
+        if events is not None:
+            start, end = events(), events()
+        t0 = reg.clock()
+        if start is not None:
+            start.record()
+        failed = True
+        try:
+            result = fn(*args, **kwargs)
+            failed = False
+        finally:
+            if end is not None:
+                end.record()
+            t1 = reg.clock()
+            cell[0] = parent
+            buf = reg._buf
+            buf += (~node if failed else node, t0, t1)
+            if start is not None and end is not None:
+                reg._gpu.add(NODES.child(parent, gpu_name), t0, start, end, failed)
+            if len(buf) > DRAIN_AT:
+                reg.drain()
+        return result
+
+    return timed_cuda_call

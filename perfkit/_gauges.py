@@ -1,0 +1,107 @@
+"""Gauge series: sampled values over time (memory, utilisation), bounded like timings.
+
+A gauge keeps its newest ``capacity`` (time, value) samples in a ring and exact
+running count and sum, so a window's mean is exact however long it is; min,
+max, last value and the time of the peak come from the retained samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ._ring import I64
+
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class GaugeStats:
+    """A gauge over a window: ``peak_at_s`` is when ``max`` was seen, in seconds from the window's start.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> reg.gauge("process.rss_mb", 512.0); reg.gauge("process.rss_mb", 768.0)
+    >>> reg.snapshot().gauges["process.rss_mb"].max
+    768.0
+    """
+
+    count: int
+    min: float
+    mean: float
+    max: float
+    last: float
+    peak_at_s: float
+    n_samples: int
+
+
+@dataclass(frozen=True, eq=False)
+class GaugeData:
+    """The retained samples of a gauge in a window (oldest first) and its exact count and sum."""
+
+    count: int
+    total: float
+    times_ns: I64
+    values: F64
+
+    def stats(self, window_start_ns: int) -> GaugeStats:
+        v = self.values
+        peak = int(np.argmax(v))
+        return GaugeStats(
+            count=self.count,
+            min=float(v.min()),
+            mean=self.total / self.count,
+            max=float(v[peak]),
+            last=float(v[-1]),
+            peak_at_s=(int(self.times_ns[peak]) - window_start_ns) / 1e9,
+            n_samples=len(v),
+        )
+
+    def same_as(self, other: GaugeData) -> bool:
+        return (
+            self.count == other.count
+            and bool(np.isclose(self.total, other.total))
+            and np.array_equal(self.times_ns, other.times_ns)
+            and np.array_equal(self.values, other.values)
+        )
+
+    @staticmethod
+    def combine(parts: list[GaugeData]) -> GaugeData:
+        times = np.concatenate([p.times_ns for p in parts])
+        order = np.argsort(times, kind="stable")
+        return GaugeData(
+            count=sum(p.count for p in parts),
+            total=sum(p.total for p in parts),
+            times_ns=times[order],
+            values=np.concatenate([p.values for p in parts])[order],
+        )
+
+
+class GaugeRing:
+    """Newest ``capacity`` samples of one gauge, with exact count and sum over all of them."""
+
+    __slots__ = ("_times", "_values", "capacity", "total", "written")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._times = np.zeros(capacity, np.int64)
+        self._values = np.zeros(capacity, np.float64)
+        self.written = 0
+        self.total = 0.0
+
+    def add(self, t_ns: int, value: float) -> None:
+        pos = self.written % self.capacity
+        self._times[pos] = t_ns
+        self._values[pos] = value
+        self.written += 1
+        self.total += value
+
+    def window(self, since_written: int, since_total: float) -> GaugeData | None:
+        count = self.written - since_written
+        if count <= 0:
+            return None
+        n = min(count, self.capacity)
+        idx = np.arange(self.written - n, self.written) % self.capacity
+        return GaugeData(count, self.total - since_total, self._times[idx], self._values[idx])

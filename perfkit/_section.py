@@ -1,0 +1,195 @@
+"""``section``: time a block as one record, nested in whatever section encloses it.
+
+    with perfkit.section("postprocess"):
+        ...
+
+    load = perfkit.section("load")      # or keep one and reuse it: it holds no state
+    with load:
+        ...
+
+A ``Section`` keeps no timing state of its own: each ``with`` pushes its frame
+(parent, node, registry, start) onto the context's cell and pops it on exit.
+So ``section(name)`` can hand out one cached object per name, the same object
+can be re-entered and used from several threads at once, and a block costs no
+object construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+from ._context import NODES, get_cell, new_cell
+from ._gpu_events import GPU_SUFFIX, torch_events, warn_no_cuda
+from ._registry import DRAIN_AT, Registry, current_registry
+from ._state import SWITCH
+from ._timing import _decorate
+from ._validate import check_name
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Section:
+    """A named block timer; ``section(name)`` returns one. Use it with ``with`` or as a decorator.
+
+    The object holds no timing state: each ``with`` keeps its frame (parent, node, start)
+    on the current context's cell, so one ``Section`` can be entered recursively and from
+    several threads at once, and ``section()`` can hand out a cached object instead of
+    building a new one per block.
+    """
+
+    __slots__ = ("_kids", "_registry", "name")
+
+    def __init__(self, name: str, registry: Registry | None) -> None:
+        self.name = name
+        self._registry = registry
+        self._kids = NODES.kids(name)
+
+    def __repr__(self) -> str:
+        return f"section({self.name!r})"
+
+    def __enter__(self) -> Section:
+        if not SWITCH.on:
+            return self
+        reg = self._registry or current_registry()
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        node = self._kids.get(parent) or NODES.child(parent, self.name)
+        cell[0] = node
+        cell.append((self, parent, node, reg, reg.clock()))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        cell: list[Any] | None = get_cell(None)
+        if cell is None or len(cell) < 2:
+            return  # entered while perfkit was disabled
+        frame = cell.pop()
+        if frame[0] is self:
+            t1 = frame[3].clock()
+        else:
+            cell.append(frame)
+            # A generator suspended inside a section of its own can leave its frame above
+            # ours; find ours so that no record is lost.
+            t1 = _now(frame)
+            found = _pop_frame(cell, self)
+            if found is None:
+                return
+            frame = found
+        _, parent, node, reg, t0 = frame[:5]
+        cell[0] = parent
+        buf = reg._buf
+        buf += (node if exc_type is None else ~node, t0, t1)
+        if len(buf) > DRAIN_AT:
+            reg.drain()
+
+    def __call__(self, fn: F) -> F:
+        """Decorate ``fn``: each call is recorded under this section's name (thread-safe)."""
+        return cast(F, _decorate(fn, self.name, self._registry))
+
+
+class CudaSection(Section):
+    """A section that also records its GPU time (``NAME.gpu``) with CUDA events."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Section:
+        if not SWITCH.on:
+            return self
+        reg = self._registry or current_registry()
+        events = reg.gpu_events or torch_events()
+        if events is None:
+            warn_no_cuda(self.name)
+            return Section.__enter__(self)
+        Section.__enter__(self)
+        cell: list[Any] = get_cell(None) or new_cell()
+        start = events()
+        start.record()
+        cell[-1] = (*cell[-1], events, start)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        cell = get_cell(None)
+        frame = _find_frame(cell, self) if cell else None
+        if frame is None or len(frame) < 7:
+            Section.__exit__(self, exc_type, exc, tb)
+            return
+        _, parent, _, reg, t0, events, start = frame
+        end = events()
+        end.record()
+        Section.__exit__(self, exc_type, exc, tb)
+        NODES.overlay.add(self.name + GPU_SUFFIX)
+        reg._gpu.add(NODES.child(parent, self.name + GPU_SUFFIX), t0, start, end, exc_type is not None)
+
+
+def _find_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
+    for i in range(len(cell) - 1, 0, -1):
+        if cell[i][0] is owner:
+            frame: tuple[Any, ...] = cell[i]
+            return frame
+    return None
+
+
+def _now(frame: tuple[Any, ...]) -> int:
+    clock: Callable[[], int] = frame[3].clock
+    return clock()
+
+
+def _pop_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
+    for i in range(len(cell) - 1, 0, -1):
+        if cell[i][0] is owner:
+            frame: tuple[Any, ...] = cell.pop(i)
+            # Frames opened inside ours but still open will restore our parent, not our node.
+            for j in range(i, len(cell)):
+                above = cell[j]
+                if above[1] == frame[2]:
+                    cell[j] = (above[0], frame[1], *above[2:])
+            return frame
+    return None
+
+
+_CACHE: dict[tuple[str, Registry | None, bool], Section] = {}
+_BY_NAME: dict[str, Section] = {}  # the (name, None) entries of _CACHE, found without a tuple
+_CACHE_MAX = 4096
+
+
+def section(name: str, *, registry: Registry | None = None, cuda: bool = False) -> Section:
+    """Time a block as one record of series ``name``; also usable as a decorator.
+
+    Sections nest: a record made inside knows this section as its parent. A block that
+    raises is recorded with its error flag set, and the exception propagates unchanged.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.section("epoch", registry=reg):
+    ...     with perfkit.section("batch", registry=reg):
+    ...         pass
+    >>> sorted(reg.snapshot().tree)
+    [('epoch',), ('epoch', 'batch')]
+
+    With ``cuda=True`` the block's GPU time is recorded too, as ``NAME.gpu``, from CUDA events
+    on the current stream resolved lazily (no ``torch.cuda.synchronize()`` per block).
+    """
+    if registry is None and not cuda:
+        cached = _BY_NAME.get(name)
+        if cached is not None:
+            return cached
+    key = (name, registry, cuda)
+    try:
+        return _CACHE[key]
+    except (KeyError, TypeError):
+        pass
+    check_name(name)
+    if registry is not None and not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    if len(_CACHE) >= _CACHE_MAX:  # names built at run time must not grow the cache forever
+        _CACHE.clear()
+        _BY_NAME.clear()
+    obj = _CACHE[key] = (CudaSection if cuda else Section)(name, registry)
+    if registry is None and not cuda:
+        _BY_NAME[name] = obj
+    return obj

@@ -1,0 +1,204 @@
+"""The sources: NVML against a fake ``pynvml`` module, psutil for real, torch.cuda against a fake module."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import psutil
+import pytest
+
+from perfkit import NvmlSource, PerfkitWarning, ProcessSource, SourceUnavailable, TorchCudaSource
+from perfkit._warn import WarnOnce
+
+MIB = 1024 * 1024
+
+
+class FakeNvml:
+    """The part of ``pynvml`` the source uses, with switches to make calls fail like a real driver."""
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801  (pynvml's own name)
+        pass
+
+    def __init__(self, devices: int = 2, *, missing_library: bool = False) -> None:
+        self.devices = devices
+        self.missing_library = missing_library
+        self.failing: set[str] = set()
+        self.shutdown_called = False
+        self.report_process_memory = True
+
+    def _maybe_fail(self, call: str) -> None:
+        if call in self.failing:
+            raise self.NVMLError(f"{call}: GPU is lost")
+
+    def nvmlInit(self) -> None:
+        if self.missing_library:
+            raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+
+    def nvmlShutdown(self) -> None:
+        self.shutdown_called = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.devices
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:
+        return f"handle{i}"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+        self._maybe_fail("memory")
+        return SimpleNamespace(used=3000 * MIB, total=80_000 * MIB, free=77_000 * MIB)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:
+        self._maybe_fail("util")
+        return SimpleNamespace(gpu=95, memory=61)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[Any]:
+        self._maybe_fail("procs")
+        used = 1536 * MIB if self.report_process_memory else None
+        return [SimpleNamespace(pid=100, usedGpuMemory=used), SimpleNamespace(pid=999, usedGpuMemory=7 * MIB)]
+
+
+def test_nvml_reports_memory_utilisation_and_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    nvml = FakeNvml()
+    source = NvmlSource(nvml, pid=100)  # type: ignore[arg-type]
+    source.open()
+    values = source.sample(WarnOnce())
+    source.close()
+    assert values["gpu0.memory_used_mb"] == 3000.0
+    assert values["gpu1.memory_total_mb"] == 80_000.0
+    assert (values["gpu0.util_percent"], values["gpu0.memory_util_percent"]) == (95.0, 61.0)
+    assert values["gpu1.process_memory_mb"] == 1536.0
+    assert nvml.shutdown_called
+
+
+def test_nvml_follows_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    source = NvmlSource(FakeNvml(devices=4))  # type: ignore[arg-type]
+    source.open()
+    assert {k.split(".")[0] for k in source.sample(WarnOnce())} == {"gpu1"}
+
+
+def test_nvml_without_a_driver_is_unavailable_with_the_reason() -> None:
+    with pytest.raises(SourceUnavailable, match="NVML could not start: .*Library Not Found"):
+        NvmlSource(FakeNvml(missing_library=True)).open()  # type: ignore[arg-type]
+
+
+def test_the_real_pynvml_here_has_no_driver() -> None:
+    pytest.importorskip("pynvml")
+    try:
+        NvmlSource().open()
+    except SourceUnavailable as exc:
+        assert "NVML could not start" in str(exc)
+    else:
+        pytest.skip("this machine has an NVIDIA driver; tests/gpu covers it")
+
+
+def test_nvml_failing_mid_run_keeps_what_still_works_and_warns_once_per_kind() -> None:
+    nvml = FakeNvml()
+    source = NvmlSource(nvml, pid=100)  # type: ignore[arg-type]
+    source.open()
+    warn = WarnOnce()
+    nvml.failing.add("util")
+    with pytest.warns(PerfkitWarning, match="NVML utilisation of GPU 0 failed") as seen:
+        first = source.sample(warn)
+        second = source.sample(warn)
+    assert len(seen) == 1
+    assert "gpu0.util_percent" not in first
+    assert first["gpu0.memory_used_mb"] == second["gpu1.memory_used_mb"] == 3000.0
+    assert warn.counts["nvml.util:NVMLError"] == 4  # two devices, two samples
+
+
+def test_nvml_without_per_process_figures_omits_them() -> None:
+    nvml = FakeNvml()
+    nvml.report_process_memory = False
+    source = NvmlSource(nvml, pid=100)  # type: ignore[arg-type]
+    source.open()
+    assert not any(k.endswith("process_memory_mb") for k in source.sample(WarnOnce()))
+
+
+def test_process_source_measures_this_process_and_real_children() -> None:
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+    try:
+        source = ProcessSource()
+        source.open()
+        values = source.sample(WarnOnce())
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+    assert values["process.rss_mb"] > 10
+    assert values["workers.count"] == 3.0
+    per_child = [values[f"worker{i}.rss_mb"] for i in range(3)]
+    assert values["workers.rss_mb"] == pytest.approx(sum(per_child))
+    assert 0 < values["system.memory_percent"] < 100
+
+
+class ChildExitsWhenRead:
+    """psutil, except that reading a child's memory first kills that child for real."""
+
+    def __init__(self, victim: subprocess.Popen[bytes]) -> None:
+        self.victim = victim
+        self.NoSuchProcess = psutil.NoSuchProcess
+        self.AccessDenied = psutil.AccessDenied
+        self.Error = psutil.Error
+        self.virtual_memory = psutil.virtual_memory
+
+    def Process(self, pid: int | None = None) -> Any:  # noqa: N802  (psutil's name)
+        proc = psutil.Process(pid)
+        if pid == self.victim.pid:
+            real = proc.memory_info
+
+            def memory_info() -> Any:
+                self.victim.kill()
+                self.victim.wait()
+                return real()
+
+            proc.memory_info = memory_info  # type: ignore[method-assign]
+        return proc
+
+
+def test_a_child_that_exits_between_listing_and_reading_is_skipped() -> None:
+    keep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        source = ProcessSource(ChildExitsWhenRead(victim))  # type: ignore[arg-type]
+        source.open()
+        values = source.sample(WarnOnce())
+    finally:
+        for c in (keep, victim):
+            c.kill()
+            c.wait()
+    assert values["workers.count"] == 1.0
+
+
+def test_torch_cuda_source_needs_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA; tests/gpu covers it")
+    with pytest.raises(SourceUnavailable, match="no CUDA device"):
+        TorchCudaSource().open()
+
+
+def test_torch_cuda_source_resets_the_peak_after_each_reading() -> None:
+    peaks = [900 * MIB, 300 * MIB]
+    resets: list[int] = []
+    cuda = SimpleNamespace(
+        is_available=lambda: True,
+        device_count=lambda: 1,
+        memory_allocated=lambda i: 200 * MIB,
+        memory_reserved=lambda i: 1024 * MIB,
+        max_memory_allocated=lambda i: peaks[len(resets)],
+        reset_peak_memory_stats=lambda i: resets.append(i),
+    )
+    source = TorchCudaSource(SimpleNamespace(cuda=cuda))  # type: ignore[arg-type]
+    source.open()
+    first, second = source.sample(WarnOnce()), source.sample(WarnOnce())
+    assert (first["cuda0.peak_allocated_mb"], second["cuda0.peak_allocated_mb"]) == (900.0, 300.0)
+    assert first["cuda0.reserved_mb"] == 1024.0
+    assert resets == [0, 0]
