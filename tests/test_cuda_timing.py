@@ -40,7 +40,8 @@ class FakeEvent:
         self.gpu.done_until = max(self.gpu.done_until, self.at_ms)
 
     def elapsed_time(self, end: FakeEvent) -> float:
-        assert self.query() and end.query(), "elapsed_time on an event that has not completed"
+        assert self.query(), "elapsed_time from an event that has not completed"
+        assert end.query(), "elapsed_time to an event that has not completed"
         return end.at_ms - self.at_ms
 
 
