@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import os
 import sys
+import time
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -121,12 +122,19 @@ class ProcessSource:
 
     name = "process"
 
-    def __init__(self, psutil: ModuleType | None = None, *, pid: int | None = None) -> None:
+    def __init__(
+        self, psutil: ModuleType | None = None, *, pid: int | None = None, relist_s: float = 1.0
+    ) -> None:
         self._module = psutil
         self._pid = pid
         self._ps: Any = None
         self._proc: Any = None
         self._children: dict[int, Any] = {}
+        # Listing children reads a file per thread of this process (torch starts many): do it
+        # once a second, and between listings read the known children (new workers show up
+        # within relist_s; exited ones are skipped at once).
+        self._relist_s = relist_s
+        self._listed_at = -1e18
 
     def open(self) -> None:
         ps: Any = self._module or _import("psutil", "system")
@@ -160,10 +168,14 @@ class ProcessSource:
 
     def _current_children(self, warn: WarnOnce) -> list[Any]:
         ps = self._ps
+        now = time.monotonic()
+        if now - self._listed_at < self._relist_s:
+            return [self._children[pid] for pid in sorted(self._children)]
+        self._listed_at = now
         try:
             pids = _proc_children(self._proc.pid)
             if pids is None:  # not Linux: psutil scans every process of the machine (about 1.5 ms)
-                pids = [p.pid for p in self._proc.children(recursive=True)]
+                pids = [p.pid for p in self._proc.children()]
         except ps.Error as exc:
             warn(f"process.children:{type(exc).__name__}", f"perfkit: cannot list child processes: {exc!r}")
             return []
@@ -185,27 +197,22 @@ class ProcessSource:
 
 
 def _proc_children(pid: int) -> list[int] | None:
-    """Descendants of ``pid`` from /proc/PID/task/TID/children (tens of µs), or None without it."""
+    """Direct children of ``pid`` from /proc/PID/task/TID/children, or None where there is none.
+
+    DataLoader workers are direct children; a file per thread is read (a few µs each).
+    """
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return None
     found: list[int] = []
-    todo = [pid]
-    while todo:
-        current = todo.pop()
+    for i, tid in enumerate(tids):
         try:
-            tids = os.listdir(f"/proc/{current}/task")
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                found += [int(x) for x in fh.read().split()]
         except FileNotFoundError:
-            if current == pid:
-                return None
-            continue  # a child that exited while we walked
-        for tid in tids:
-            try:
-                with open(f"/proc/{current}/task/{tid}/children") as fh:
-                    kids = [int(x) for x in fh.read().split()]
-            except FileNotFoundError:
-                if current == pid and tid == tids[0]:
-                    return None  # kernel without CONFIG_PROC_CHILDREN
-                continue
-            found += kids
-            todo += kids
+            if i == 0 and not found:
+                return None  # a kernel without CONFIG_PROC_CHILDREN (or the thread just exited)
     return found
 
 
