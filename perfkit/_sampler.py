@@ -59,6 +59,7 @@ class ResourceSampler:
         self._active: list[Source] = []
         self._warn = WarnOnce()
         self._lock = threading.Lock()
+        self._sampling = threading.Lock()  # sample_now() from a user thread and the sampler's own
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cpu_s = 0.0
@@ -145,6 +146,7 @@ class ResourceSampler:
     def _after_fork(self) -> None:
         # The thread did not survive the fork; the locks may have been held by it.
         self._lock = threading.Lock()
+        self._sampling = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
         self._active = []
