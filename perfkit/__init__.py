@@ -21,6 +21,7 @@ from ._clock import Clock, monotonic_ns
 from ._context import ThreadInfo
 from ._gauges import GaugeData, GaugeStats
 from ._iteration import SizedTimedIterator, TimedIterator, timed_iter
+from ._loops import LoopStats, all_loops, loop_stats
 from ._registry import Cursor, Registry, get_registry, use_registry
 from ._report import report
 from ._sampler import ResourceSampler
@@ -40,6 +41,7 @@ __all__ = [
     "Cursor",
     "GaugeData",
     "GaugeStats",
+    "LoopStats",
     "NodeTotals",
     "NvmlSource",
     "PerfkitWarning",
@@ -57,12 +59,14 @@ __all__ = [
     "TimedIterator",
     "TorchCudaSource",
     "__version__",
+    "all_loops",
     "cursor",
     "disable",
     "enable",
     "format_seconds",
     "get_registry",
     "is_enabled",
+    "loop_stats",
     "monotonic_ns",
     "report",
     "reset",

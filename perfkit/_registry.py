@@ -21,43 +21,29 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._clock import Clock, monotonic_ns
-from ._context import NODES, ThreadInfo, get_cell, new_cell
-from ._gauges import GaugeData, GaugeRing
+from ._context import NODES, get_cell, new_cell
+from ._gauges import GaugeRing
 from ._gpu_events import EventFactory, PendingGpu
-from ._ring import I64, Bools, Marks, Ring
-from ._snapshot import NodeTotals, Path, Snapshot
-from ._stats import SeriesData, m2_of
+from ._ring import I64, Bools, Ring
+from ._snapshot import Snapshot
+from ._transfer import RecordBatch, pack, unpack
 from ._validate import check_name
+from ._windows import Cursor as Cursor
+from ._windows import ThreadTable, gauge_windows, node_windows, series_window
 
 DRAIN_AT = 3 * 4096
 """Pending ints (three per record) that trigger a drain on the recording thread."""
 
-
-@dataclass(frozen=True)
-class Cursor:
-    """A point in a registry's record stream; ``snapshot(since=cursor)`` covers what came after.
-
-    >>> import perfkit
-    >>> reg = perfkit.Registry()
-    >>> start = reg.cursor()
-    >>> reg.snapshot(since=start)
-    Snapshot(0 series: ; ... s window)
-    """
-
-    t_ns: int
-    registry_id: int
-    generation: int
-    series: dict[str, Marks] = field(repr=False)
-    nodes: dict[int, tuple[int, int, int]] = field(repr=False)
-    gauges: dict[str, tuple[int, float]] = field(repr=False)
+OUTBOX_MAX = 256 * 1024
+"""Records a forwarding registry (in a DataLoader worker) holds before it drops the newest."""
 
 
 _ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
+_BY_ID: weakref.WeakValueDictionary[int, Registry] = weakref.WeakValueDictionary()
 _IDS = itertools.count(1)
 
 
@@ -83,12 +69,19 @@ class Registry:
         "_generation",
         "_gpu",
         "_id",
+        "_inbox",
         "_lock",
         "_nodes",
+        "_outbox",
+        "_outbox_dropped",
+        "_outbox_len",
+        "_outbox_max",
+        "_pid",
         "_rings",
         "_start_ns",
         "capacity",
         "clock",
+        "dropped_in_transfer",
         "gpu_events",
     )
 
@@ -113,11 +106,25 @@ class Registry:
         self._gauges: dict[str, GaugeRing] = {}
         self._generation = 0
         self._id = next(_IDS)
+        self._pid = os.getpid()
         self._start_ns = self.clock()
+        self._outbox: list[tuple[I64, I64, I64, Bools]] | None = None
+        self._outbox_len = 0
+        self._outbox_dropped = 0
+        self._outbox_max = OUTBOX_MAX
+        self._inbox: list[RecordBatch] = []
+        self.dropped_in_transfer = 0
+        """Records that workers had to drop before handing them over (exact, since the start)."""
         _ALL.add(self)
+        _BY_ID[self._id] = self
 
     def __repr__(self) -> str:
         return f"Registry(capacity={self.capacity}, series={len(self._rings)})"
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(creating pid, id): names this registry in a forked child, whose copy has the same key."""
+        return (self._pid, self._id)
 
     def record(self, name: str, start_ns: int, end_ns: int, *, error: bool = False) -> None:
         """Add one record measured elsewhere (times from ``self.clock``), nested in the open section.
@@ -159,6 +166,8 @@ class Registry:
 
     def _drain(self, *, wait_gpu: bool) -> None:
         with self._lock:
+            if self._inbox:
+                self._ingest_inbox()
             buf = self._buf
             if self._gpu.items:
                 buf += self._gpu.resolve(wait=wait_gpu)
@@ -176,6 +185,9 @@ class Registry:
     def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
         """Append columns of records (oldest first) whose nodes are interned in this process."""
         with self._lock:
+            if self._outbox is not None:
+                self._to_outbox(nodes, starts, durations, errors)
+                return
             counts = np.bincount(nodes)
             present = np.flatnonzero(counts)
             totals = np.bincount(nodes, weights=durations)
@@ -200,6 +212,63 @@ class Registry:
                 idx = order[bounds[g] : bounds[g + 1]]
                 self._ring(name).extend(starts[idx], durations[idx], nodes[idx], errors[idx])
 
+    # Handing records to another process: a DataLoader worker forwards, the main process receives.
+
+    def forward(self, max_records: int = OUTBOX_MAX) -> None:
+        """Keep records for ``take_records()`` instead of aggregating them here (in a worker).
+
+        Past ``max_records`` not yet taken, the newest are dropped and counted.
+        """
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
+            raise ValueError(f"max_records must be an int >= 0, got {max_records!r}")
+        with self._lock:
+            self._outbox = []
+            self._outbox_max = max_records
+
+    def take_records(self) -> RecordBatch | None:
+        """Everything recorded since the last call, ready to travel; None when there is nothing."""
+        with self._lock:
+            self._drain(wait_gpu=False)
+            if not self._outbox and not self._outbox_dropped:
+                return None
+            empty = np.zeros(0, np.int64)
+            nodes, starts, durations = empty, empty, empty
+            errors = np.zeros(0, np.bool_)
+            if self._outbox:
+                nodes = np.concatenate([c[0] for c in self._outbox])
+                starts = np.concatenate([c[1] for c in self._outbox])
+                durations = np.concatenate([c[2] for c in self._outbox])
+                errors = np.concatenate([c[3] for c in self._outbox])
+            batch = pack(nodes, starts, durations, errors, self._outbox_dropped)
+            self._outbox = []
+            self._outbox_len = self._outbox_dropped = 0
+            return batch
+
+    def receive(self, batch: RecordBatch) -> None:
+        """Queue a worker's records; they join the registry at the next drain (no lock taken here)."""
+        self._inbox.append(batch)
+
+    def _to_outbox(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
+        assert self._outbox is not None
+        room = self._outbox_max - self._outbox_len
+        n = len(nodes)
+        if n > room:  # the main process is not reading: drop the newest, count them
+            self._outbox_dropped += n - max(room, 0)
+            n = max(room, 0)
+        if n:
+            self._outbox.append((nodes[:n], starts[:n], durations[:n], errors[:n]))
+            self._outbox_len += n
+
+    def _ingest_inbox(self) -> None:
+        inbox = self._inbox
+        n = len(inbox)
+        batches = inbox[:n]
+        del inbox[:n]
+        for batch in batches:
+            self.dropped_in_transfer += batch.dropped
+            if len(batch):
+                self.ingest(unpack(batch), batch.starts, batch.durations, batch.errors)
+
     def _ring(self, name: str) -> Ring:
         ring = self._rings.get(name)
         if ring is None:
@@ -217,6 +286,7 @@ class Registry:
                 series={name: ring.marks() for name, ring in self._rings.items()},
                 nodes={node: (m[0], m[1], m[2]) for node, m in self._nodes.items()},
                 gauges={name: (g.written, g.total) for name, g in self._gauges.items()},
+                dropped_in_transfer=self.dropped_in_transfer,
             )
 
     def snapshot(self, since: Cursor | None = None) -> Snapshot:
@@ -231,41 +301,23 @@ class Registry:
             if since is not None and since.generation != self._generation:
                 since = None
             end_ns = self.clock()
-            threads = _ThreadTable()
+            threads = ThreadTable()
             series = {}
             for name, ring in self._rings.items():
-                data = _window(ring, since.series.get(name) if since else None, threads)
+                data = series_window(ring, since.series.get(name) if since else None, threads)
                 if data is not None:
                     series[name] = data
+            tree, per_thread = node_windows(self._nodes, since, threads)
             return Snapshot(
                 series,
-                tree=self._tree(since),
+                tree=tree,
                 threads=threads.infos,
-                gauges=self._gauge_windows(since),
+                thread_totals=per_thread,
+                gauges=gauge_windows(self._gauges, since),
                 start_ns=since.t_ns if since else self._start_ns,
                 end_ns=end_ns,
+                dropped_in_transfer=self.dropped_in_transfer - (since.dropped_in_transfer if since else 0),
             )
-
-    def _gauge_windows(self, since: Cursor | None) -> dict[str, GaugeData]:
-        out = {}
-        for name, ring in self._gauges.items():
-            written, total = since.gauges.get(name, (0, 0.0)) if since else (0, 0.0)
-            data = ring.window(written, total)
-            if data is not None:
-                out[name] = data
-        return out
-
-    def _tree(self, since: Cursor | None) -> dict[Path, NodeTotals]:
-        tree: dict[Path, NodeTotals] = {}
-        before = since.nodes if since else {}
-        names, overlay = NODES.names, NODES.overlay
-        for node, (count, total, errors) in self._nodes.items():
-            c0, t0, e0 = before.get(node, (0, 0, 0))
-            if count > c0 and names[node] not in overlay:
-                path = NODES.path(node)
-                totals = NodeTotals(count - c0, total - t0, errors - e0)
-                tree[path] = tree[path] + totals if path in tree else totals
-        return tree
 
     def reset(self) -> None:
         """Forget every record; cursors taken before now cover everything after the reset."""
@@ -281,57 +333,16 @@ class Registry:
         # The child starts clean: the parent's records are the parent's to report.
         self._lock = threading.RLock()
         self._buf.clear()
+        self._inbox = []
+        self._outbox = None
+        self._outbox_len = self._outbox_dropped = 0
+        self.dropped_in_transfer = 0
         self._gpu = PendingGpu()
         self._rings.clear()
         self._nodes.clear()
         self._gauges.clear()
         self._generation += 1
         self._start_ns = self.clock()
-
-
-class _ThreadTable:
-    """Numbers the threads that a snapshot's samples came from."""
-
-    def __init__(self) -> None:
-        self.infos: list[ThreadInfo] = []
-        self._index: dict[int, int] = {}
-        self._roots = np.asarray(NODES.roots, dtype=np.int64)
-
-    def indexes(self, nodes: I64) -> I64:
-        uniq, inv = np.unique(self._roots[nodes], return_inverse=True)
-        numbers = np.empty(len(uniq), dtype=np.int64)
-        for i, root in enumerate(uniq.tolist()):
-            idx = self._index.get(root)
-            if idx is None:
-                idx = self._index[root] = len(self.infos)
-                self.infos.append(NODES.threads[root])
-            numbers[i] = idx
-        return numbers[inv].reshape(-1)
-
-
-def _window(ring: Ring, marks: Marks | None, threads: _ThreadTable) -> SeriesData | None:
-    base = marks or Marks(0, 0, 0, 0, 0.0)
-    count = ring.written - base.written
-    if count <= 0:
-        return None
-    kept = ring.retained_since(base.written)
-    complete = len(kept.durations_ns) == count
-    if complete or marks is not None:
-        lo, hi = int(kept.durations_ns.min()), int(kept.durations_ns.max())
-    else:
-        lo, hi = ring.min_ns, ring.max_ns
-    return SeriesData(
-        count=count,
-        total_ns=ring.total_ns - base.total_ns,
-        errors=ring.errors - base.errors,
-        m2=m2_of(kept.durations_ns) if complete else ring.window_m2(marks),
-        min_ns=lo,
-        max_ns=hi,
-        durations_ns=kept.durations_ns,
-        starts_ns=kept.starts_ns,
-        threads=threads.indexes(kept.nodes),
-        sample_errors=kept.errors,
-    )
 
 
 def _after_fork_in_child() -> None:
@@ -344,6 +355,16 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 DEFAULT = Registry()
 _CURRENT: ContextVar[Registry] = ContextVar("perfkit_registry", default=DEFAULT)
 current_registry = _CURRENT.get
+
+
+def registry_by_key(key: tuple[int, int]) -> Registry | None:
+    """The registry created in this process under ``key`` (see ``Registry.key``), if alive."""
+    pid, rid = key
+    return _BY_ID.get(rid) if pid == os.getpid() else None
+
+
+def all_registries() -> list[Registry]:
+    return list(_ALL)
 
 
 def get_registry() -> Registry:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._iteration import STEP_SUFFIX, WAIT_SUFFIX
+from ._loops import LoopStats, all_loops
 from ._registry import current_registry
 from ._snapshot import NodeTotals, Path, Snapshot
 from ._units import format_seconds
@@ -105,16 +105,25 @@ def _cells(snap: Snapshot, name: str, node: NodeTotals, children_ns: int) -> lis
 
 def _loop_lines(snap: Snapshot) -> list[str]:
     lines = []
-    for name in snap:
-        if not name.endswith(WAIT_SUFFIX):
-            continue
-        loop = name[: -len(WAIT_SUFFIX)]
-        wait = snap[name]
-        step = snap.get(loop + STEP_SUFFIX)
-        line = f"  {loop}: {wait.count} items, wait mean {format_seconds(wait.mean_s)}"
-        line += f", p95 {format_seconds(wait.p95_s)}"
-        if step is not None and step.total_s > 0:
-            share = min(1.0, wait.total_s / step.total_s)
-            line += f"; turn mean {format_seconds(step.mean_s)}; waiting {share:.1%} of the loop"
+    for loop in all_loops(snap):
+        line = (
+            f"  {loop.name}: {loop.items} items, wait mean {format_seconds(loop.wait_mean_s)}, "
+            f"loop body mean {format_seconds(loop.loop_mean_s)}; waiting {loop.wait_share:.1%} of the loop"
+        )
         lines.append(line)
+        if loop.worker_mean_s is not None:
+            lines.append("    " + _workers_line(loop))
     return lines
+
+
+def _workers_line(loop: LoopStats) -> str:
+    assert loop.worker_mean_s is not None
+    head = (
+        f"workers take {format_seconds(loop.worker_mean_s)} per batch, the loop "
+        f"{format_seconds(loop.loop_mean_s)}: "
+    )
+    if loop.workers_needed is None:
+        return head + "the loop does no work of its own to hide the fetch behind"
+    if loop.workers and loop.workers_needed <= loop.workers:
+        return head + f"{loop.workers} worker(s) keep up ({loop.workers_needed} needed)"
+    return head + f"{loop.workers_needed} workers would keep it from waiting ({loop.workers or 0} now)"

@@ -55,7 +55,18 @@ class Snapshot(Mapping[str, Stats]):
     True
     """
 
-    __slots__ = ("_gauges", "_series", "_stats", "end_ns", "gauges", "start_ns", "threads", "tree")
+    __slots__ = (
+        "_gauges",
+        "_series",
+        "_stats",
+        "dropped_in_transfer",
+        "end_ns",
+        "gauges",
+        "start_ns",
+        "thread_totals",
+        "threads",
+        "tree",
+    )
 
     def __init__(
         self,
@@ -63,14 +74,20 @@ class Snapshot(Mapping[str, Stats]):
         *,
         tree: Mapping[Path, NodeTotals] | None = None,
         threads: Sequence[ThreadInfo] = (),
+        thread_totals: Mapping[tuple[int, str], NodeTotals] | None = None,
         gauges: Mapping[str, GaugeData] | None = None,
         start_ns: int = 0,
         end_ns: int = 0,
+        dropped_in_transfer: int = 0,
     ) -> None:
         self._series = dict(sorted(series.items(), key=lambda kv: -kv[1].total_ns))
         self._stats = {name: data.stats() for name, data in self._series.items()}
         self.tree: Mapping[Path, NodeTotals] = dict(tree or {})
         self.threads: tuple[ThreadInfo, ...] = tuple(threads)
+        self.thread_totals: Mapping[tuple[int, str], NodeTotals] = dict(thread_totals or {})
+        """Exact totals per (index into ``threads``, series name): what ``by_thread`` counts."""
+        self.dropped_in_transfer = dropped_in_transfer
+        """Records that DataLoader workers dropped in this window because the main process fell behind."""
         self.start_ns = start_ns
         self.end_ns = end_ns
         self._gauges = dict(sorted((gauges or {}).items()))
@@ -100,6 +117,8 @@ class Snapshot(Mapping[str, Stats]):
             and all(self._series[k].same_as(other._series[k]) for k in self._series)
             and self.tree == other.tree
             and self.threads == other.threads
+            and self.thread_totals == other.thread_totals
+            and self.dropped_in_transfer == other.dropped_in_transfer
             and self._gauges.keys() == other._gauges.keys()
             and all(self._gauges[k].same_as(other._gauges[k]) for k in self._gauges)
             and (self.start_ns, self.end_ns) == (other.start_ns, other.end_ns)
@@ -116,6 +135,39 @@ class Snapshot(Mapping[str, Stats]):
         """The retained samples and exact totals behind ``self[name]``."""
         return self._series[name]
 
+    def by_thread(self, name: str) -> dict[ThreadInfo, Stats]:
+        """``self[name]`` split by the thread (and process) the records came from.
+
+        Count, total and errors are exact; percentiles come from each thread's retained samples.
+        """
+        data = self._series[name]
+        out = {}
+        for (ti, series), totals in self.thread_totals.items():
+            if series == name:
+                out[self.threads[ti]] = data.subset(
+                    data.threads == ti, totals.count, totals.total_ns, totals.errors
+                )
+        return {t: d.stats() for t, d in sorted(out.items(), key=lambda kv: -kv[1].total_ns)}
+
+    def by_worker(self, name: str) -> dict[int | None, Stats]:
+        """``self[name]`` split by DataLoader worker id (``None``: records of the main process).
+
+        Workers restarted each epoch get new pids but keep their ids, so they are grouped by id.
+        """
+        data = self._series[name]
+        groups: dict[int | None, list[tuple[int, NodeTotals]]] = {}
+        for (ti, series), totals in self.thread_totals.items():
+            if series == name:
+                groups.setdefault(self.threads[ti].worker, []).append((ti, totals))
+        out = {}
+        for worker, parts in groups.items():
+            mask = np.isin(data.threads, [ti for ti, _ in parts])
+            total = NodeTotals(0, 0, 0)
+            for _, t in parts:
+                total = total + t
+            out[worker] = data.subset(mask, total.count, total.total_ns, total.errors)
+        return {w: d.stats() for w, d in sorted(out.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0))}
+
     def gauge_data(self, name: str) -> GaugeData:
         """The retained (time, value) samples behind ``self.gauges[name]``, e.g. to plot memory over time."""
         return self._gauges[name]
@@ -131,21 +183,25 @@ class Snapshot(Mapping[str, Stats]):
         index: dict[ThreadInfo, int] = {}
         maps = []
         for snap in parts:
-            m = []
+            numbers = []
             for t in snap.threads:
                 if t not in index:
                     index[t] = len(threads)
                     threads.append(t)
-                m.append(index[t])
-            maps.append(np.array(m, dtype=np.int64))
+                numbers.append(index[t])
+            maps.append(np.array(numbers, dtype=np.int64))
         series: dict[str, SeriesData] = {}
         for name in {n for s in parts for n in s._series}:
-            owners = [(s._series[name], m) for s, m in zip(parts, maps, strict=False) if name in s._series]
+            owners = [(s._series[name], m) for s, m in zip(parts, maps, strict=True) if name in s._series]
             series[name] = combine([o[0] for o in owners], [o[1] for o in owners])
         tree: dict[Path, NodeTotals] = {}
-        for snap in parts:
+        per_thread: dict[tuple[int, str], NodeTotals] = {}
+        for snap, m in zip(parts, maps, strict=True):
             for path, totals in snap.tree.items():
                 tree[path] = tree[path] + totals if path in tree else totals
+            for (ti, name), totals in snap.thread_totals.items():
+                key = (int(m[ti]), name)
+                per_thread[key] = per_thread[key] + totals if key in per_thread else totals
         gauges = {
             name: GaugeData.combine([s._gauges[name] for s in parts if name in s._gauges])
             for name in {n for s in parts for n in s._gauges}
@@ -154,9 +210,11 @@ class Snapshot(Mapping[str, Stats]):
             series,
             tree=tree,
             threads=threads,
+            thread_totals=per_thread,
             gauges=gauges,
             start_ns=min(s.start_ns for s in parts),
             end_ns=max(s.end_ns for s in parts),
+            dropped_in_transfer=sum(s.dropped_in_transfer for s in parts),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,6 +224,10 @@ class Snapshot(Mapping[str, Stats]):
             "start_ns": self.start_ns,
             "end_ns": self.end_ns,
             "threads": [asdict(t) for t in self.threads],
+            "thread_totals": [
+                {"thread": ti, "name": n, **asdict(t)} for (ti, n), t in self.thread_totals.items()
+            ],
+            "dropped_in_transfer": self.dropped_in_transfer,
             "tree": [{"path": list(p), **asdict(t)} for p, t in self.tree.items()],
             "series": {
                 name: {
@@ -223,6 +285,11 @@ class Snapshot(Mapping[str, Stats]):
             series,
             tree={tuple(t["path"]): NodeTotals(t["count"], t["total_ns"], t["errors"]) for t in data["tree"]},
             threads=[ThreadInfo(**t) for t in data["threads"]],
+            thread_totals={
+                (t["thread"], t["name"]): NodeTotals(t["count"], t["total_ns"], t["errors"])
+                for t in data.get("thread_totals", [])
+            },
+            dropped_in_transfer=data.get("dropped_in_transfer", 0),
             gauges={
                 name: GaugeData(
                     g["count"],

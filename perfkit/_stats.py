@@ -78,7 +78,10 @@ class SeriesData:
 
     def stats(self) -> Stats:
         d = self.durations_ns
-        median, p95, p99 = (float(v) / _NS for v in np.percentile(d, [50.0, 95.0, 99.0]))
+        if len(d):
+            median, p95, p99 = (float(v) / _NS for v in np.percentile(d, [50.0, 95.0, 99.0]))
+        else:  # every sample of this part was overwritten: only the exact totals are left
+            median = p95 = p99 = math.nan
         return Stats(
             count=self.count,
             total_s=self.total_ns / _NS,
@@ -91,6 +94,24 @@ class SeriesData:
             max_s=self.max_ns / _NS,
             errors=self.errors,
             n_samples=len(d),
+        )
+
+    def subset(self, mask: Bools, count: int, total_ns: int, errors: int) -> SeriesData:
+        """The records selected by ``mask`` (e.g. one worker's), with that part's exact totals."""
+        d = self.durations_ns[mask]
+        # Where some were dropped, the retained samples' spread is scaled to the exact count.
+        m2 = m2_of(d) * count / len(d) if len(d) else 0.0
+        return SeriesData(
+            count=count,
+            total_ns=total_ns,
+            errors=errors,
+            m2=m2,
+            min_ns=int(d.min()) if len(d) else 0,
+            max_ns=int(d.max()) if len(d) else 0,
+            durations_ns=d,
+            starts_ns=self.starts_ns[mask],
+            threads=self.threads[mask],
+            sample_errors=self.sample_errors[mask],
         )
 
     def same_as(self, other: SeriesData) -> bool:

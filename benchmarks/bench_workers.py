@@ -1,0 +1,124 @@
+"""What a record made in a DataLoader worker costs, against one made in the main process.
+
+    python benchmarks/bench_workers.py [--records 200000]
+
+Part 1 replays, in one process, everything a worker record goes through: the
+``@timed`` call, the drain into the outbox, packing, pickling and unpickling (what
+the DataLoader's queue does to a batch), then, on the receiving side, unpacking
+and ingesting into the rings. The main-process record goes through the call and a
+drain. Both are per record over a bare call, best of 5 rounds, in the same run.
+
+Part 2 runs a real DataLoader (2 fork workers) whose ``__getitem__`` makes 200
+records per item, with and without ``perfkit.torch.instrument``: the difference
+per batch is what handing the records over costs end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+import time
+from time import perf_counter_ns
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import perfkit
+import perfkit.torch
+
+
+def noop() -> None:
+    pass
+
+
+def per_record_ns(n: int) -> tuple[float, float, float, float]:
+    bare_fn = noop
+    main_reg = perfkit.Registry(capacity=10_000)
+    main_fn = perfkit.timed("r", registry=main_reg)(noop)
+    worker_reg = perfkit.Registry(capacity=10_000)
+    worker_reg.forward(max_records=n + 1)
+    worker_fn = perfkit.timed("r", registry=worker_reg)(noop)
+    receiver = perfkit.Registry(capacity=10_000)
+    best = [float("inf")] * 4
+    for _ in range(5):
+        t0 = perf_counter_ns()
+        for _ in range(n):
+            bare_fn()
+        bare = (perf_counter_ns() - t0) / n
+        t0 = perf_counter_ns()
+        for _ in range(n):
+            main_fn()
+        main_reg.drain()
+        main = (perf_counter_ns() - t0) / n - bare
+        t0 = perf_counter_ns()
+        for _ in range(n):
+            worker_fn()
+        wire = pickle.dumps(worker_reg.take_records())
+        worker_side = (perf_counter_ns() - t0) / n - bare
+        t0 = perf_counter_ns()
+        receiver.receive(pickle.loads(wire))
+        receiver.drain()
+        main_side = (perf_counter_ns() - t0) / n
+        best = [
+            min(a, b)
+            for a, b in zip(best, (main, worker_side, main_side, worker_side + main_side), strict=True)
+        ]
+    return best[0], best[1], best[2], best[3]
+
+
+class Items(Dataset[torch.Tensor]):
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        for _ in range(200):
+            with perfkit.section("work"):
+                pass
+        return torch.zeros(8)
+
+
+def epoch_s(instrumented: bool) -> float:
+    loader = DataLoader(
+        Items(), batch_size=8, num_workers=2, multiprocessing_context="fork", persistent_workers=True
+    )
+    if instrumented:
+        perfkit.torch.instrument(loader, "bench")
+    for _ in loader:  # start the workers
+        pass
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in loader:
+            pass
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    args = parser.parse_args(argv)
+    main_ns, worker_ns, receive_ns, total_ns = per_record_ns(args.records)
+    print("per record, ns over a bare call (best of 5 rounds)")
+    print(f"  made in the main process (call + drain):                {main_ns:8.0f}")
+    print(
+        f"  made in a worker, worker side (call, outbox, pack, pickle): {worker_ns:8.0f}  ({worker_ns / main_ns:.2f}x)"
+    )
+    print(f"  made in a worker, main side (unpickle, unpack, ingest):    {receive_ns:8.0f}")
+    print(
+        f"  made in a worker, both sides:                           {total_ns:8.0f}  ({total_ns / main_ns:.2f}x)"
+    )
+    plain, shipped = epoch_s(False), epoch_s(True)
+    batches, records = 256 // 8, 256 * 200
+    extra = shipped - plain
+    print(
+        f"\nDataLoader, 2 fork workers, {records:,} records per epoch in {batches} batches: "
+        f"{plain * 1e3:.1f} ms without handing records over, {shipped * 1e3:.1f} ms with "
+        f"({extra / batches * 1e3:+.2f} ms per batch, {extra / records * 1e9:+.0f} ns per record)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Windows: what a cursor remembers, and how a snapshot is cut from a registry's state.
+
+A cursor copies every running total (per series, per node of the tree, per
+gauge); a snapshot subtracts them from the current totals and takes the
+retained samples written since. Kept apart from the registry, which only
+stores and drains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._context import NODES, ThreadInfo
+from ._gauges import GaugeData, GaugeRing
+from ._ring import I64, Marks, Ring
+from ._snapshot import NodeTotals, Path
+from ._stats import SeriesData, m2_of
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A point in a registry's record stream; ``snapshot(since=cursor)`` covers what came after.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> start = reg.cursor()
+    >>> reg.snapshot(since=start)
+    Snapshot(0 series: ; ... s window)
+    """
+
+    t_ns: int
+    registry_id: int
+    generation: int
+    series: dict[str, Marks] = field(repr=False)
+    nodes: dict[int, tuple[int, int, int]] = field(repr=False)
+    gauges: dict[str, tuple[int, float]] = field(repr=False)
+    dropped_in_transfer: int = 0
+
+
+class ThreadTable:
+    """Numbers the threads that a snapshot's samples came from."""
+
+    def __init__(self) -> None:
+        self.infos: list[ThreadInfo] = []
+        self._index: dict[int, int] = {}
+        self._roots = np.asarray(NODES.roots, dtype=np.int64)
+
+    def index_of_root(self, root: int) -> int:
+        idx = self._index.get(root)
+        if idx is None:
+            idx = self._index[root] = len(self.infos)
+            self.infos.append(NODES.threads[root])
+        return idx
+
+    def indexes(self, nodes: I64) -> I64:
+        uniq, inv = np.unique(self._roots[nodes], return_inverse=True)
+        numbers = np.empty(len(uniq), dtype=np.int64)
+        for i, root in enumerate(uniq.tolist()):
+            numbers[i] = self.index_of_root(root)
+        return numbers[inv].reshape(-1)
+
+
+def series_window(ring: Ring, marks: Marks | None, threads: ThreadTable) -> SeriesData | None:
+    base = marks or Marks(0, 0, 0, 0, 0.0)
+    count = ring.written - base.written
+    if count <= 0:
+        return None
+    kept = ring.retained_since(base.written)
+    complete = len(kept.durations_ns) == count
+    if complete or marks is not None:
+        lo, hi = int(kept.durations_ns.min()), int(kept.durations_ns.max())
+    else:
+        lo, hi = ring.min_ns, ring.max_ns
+    return SeriesData(
+        count=count,
+        total_ns=ring.total_ns - base.total_ns,
+        errors=ring.errors - base.errors,
+        m2=m2_of(kept.durations_ns) if complete else ring.window_m2(marks),
+        min_ns=lo,
+        max_ns=hi,
+        durations_ns=kept.durations_ns,
+        starts_ns=kept.starts_ns,
+        threads=threads.indexes(kept.nodes),
+        sample_errors=kept.errors,
+    )
+
+
+def gauge_windows(gauges: dict[str, GaugeRing], since: Cursor | None) -> dict[str, GaugeData]:
+    out = {}
+    for name, ring in gauges.items():
+        written, total = since.gauges.get(name, (0, 0.0)) if since else (0, 0.0)
+        data = ring.window(written, total)
+        if data is not None:
+            out[name] = data
+    return out
+
+
+def node_windows(
+    nodes: dict[int, list[int]], since: Cursor | None, threads: ThreadTable
+) -> tuple[dict[Path, NodeTotals], dict[tuple[int, str], NodeTotals]]:
+    """Exact totals of the window per path of the tree (threads merged) and per (thread, name)."""
+    tree: dict[Path, NodeTotals] = {}
+    per_thread: dict[tuple[int, str], NodeTotals] = {}
+    before = since.nodes if since else {}
+    names, overlay, roots = NODES.names, NODES.overlay, NODES.roots
+    for node, (count, total, errors) in nodes.items():
+        c0, t0, e0 = before.get(node, (0, 0, 0))
+        if count <= c0:
+            continue
+        totals = NodeTotals(count - c0, total - t0, errors - e0)
+        key = (threads.index_of_root(roots[node]), names[node])
+        per_thread[key] = per_thread[key] + totals if key in per_thread else totals
+        if names[node] not in overlay:
+            path = NODES.path(node)
+            tree[path] = tree[path] + totals if path in tree else totals
+    return tree, per_thread

@@ -1,0 +1,210 @@
+"""Records made in DataLoader worker processes, handed to the main process with each batch.
+
+``instrument(loader, "train")`` makes three changes, all in one call:
+
+* ``worker_init_fn`` is wrapped (the user's own still runs): in each worker it
+  names the worker's records (``ThreadInfo.worker``), switches every registry
+  to forwarding, and wraps the worker's fetcher so that each batch is timed as
+  ``train.fetch`` and returned together with everything recorded while it was
+  produced (``__getitem__``, transforms, collate);
+* the loader's class is swapped for a subclass whose iterators unwrap those
+  batches and queue the records on the main process's registry: a list append,
+  no lock and no waiting, so the training loop gains no synchronisation point;
+* nothing else: the dataset, sampler and collate function are untouched.
+
+Records ride with their batch through the DataLoader's own queues (and the
+pin-memory thread), so they are in the main process before the batch is: an
+epoch's snapshot holds its batches' worker records even when it is taken right
+after the last batch. A worker killed by a signal loses only the batch it was
+working on. Works the same under fork, spawn and forkserver (the wrapper is
+pickled to spawned workers and imports perfkit there).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch.utils.data as _data
+from torch.utils.data import DataLoader
+from torch.utils.data._utils import pin_memory as _pin_memory
+
+from ._context import NODES, ThreadInfo, get_cell, new_cell
+from ._loops import FETCH_SUFFIX
+from ._registry import DEFAULT, Registry, all_registries, current_registry, registry_by_key
+from ._section import section
+from ._transfer import RecordBatch
+from ._validate import check_name
+from ._warn import WarnOnce
+
+T = TypeVar("T")
+_warn = WarnOnce()
+
+
+class Shipment:
+    """A batch and the records made while producing it, on their way to the main process."""
+
+    __slots__ = ("data", "records")
+
+    def __init__(self, data: Any, records: list[tuple[tuple[int, int] | None, RecordBatch]]) -> None:
+        self.data = data
+        self.records = records
+
+    def pin_memory(self) -> Shipment:
+        # The pin-memory thread calls this: pin the batch, keep the records as they are.
+        pin: Callable[[Any], Any] = _pin_memory.pin_memory
+        return Shipment(pin(self.data), self.records)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Shipment, (self.data, self.records))
+
+
+class WorkerInit:
+    """The ``worker_init_fn`` that ``instrument`` installs; picklable, so spawned workers get it too."""
+
+    def __init__(self, name: str, user_init: Callable[[int], None] | None) -> None:
+        self.name = name
+        self.user_init = user_init
+
+    def __call__(self, worker_id: int) -> None:
+        become_worker(worker_id, self.name)
+        if self.user_init is not None:
+            self.user_init(worker_id)
+
+
+def become_worker(worker_id: int, name: str) -> None:
+    """In a worker process: label its records, forward every registry, wrap the fetcher."""
+    thread = threading.current_thread()
+    info = ThreadInfo(pid=os.getpid(), tid=threading.get_ident(), name=thread.name, worker=worker_id)
+    cell = get_cell(None) or new_cell()
+    cell[:] = [NODES.root(info)]
+    for registry in all_registries():
+        registry.forward()
+    _hook_fetcher(name)
+
+
+def _hook_fetcher(name: str) -> None:
+    kind = getattr(_data, "_DatasetKind", None)  # what the worker loop creates its fetcher with
+    create = getattr(kind, "create_fetcher", None)
+    if kind is None or create is None:  # a torch that reorganised its worker loop
+        _warn(
+            "fetcher", "perfkit: this torch's DataLoader workers cannot be hooked; worker records stay there"
+        )
+        return
+    original = getattr(create, "__perfkit_original__", create)
+    fetch_name = name + FETCH_SUFFIX
+
+    def create_fetcher(*args: Any, **kwargs: Any) -> Any:
+        fetcher = original(*args, **kwargs)
+        fetcher.fetch = _ShippingFetch(fetcher.fetch, fetch_name)
+        return fetcher
+
+    create_fetcher.__perfkit_original__ = original  # type: ignore[attr-defined]
+    kind.create_fetcher = staticmethod(create_fetcher)
+
+
+class _ShippingFetch:
+    """A worker's fetch of one batch, timed, returned with the records made since the last one."""
+
+    def __init__(self, fetch: Callable[[Any], Any], name: str) -> None:
+        self._fetch = fetch
+        self._section = section(name)
+
+    def __call__(self, index: Any) -> Shipment:
+        with self._section:
+            data = self._fetch(index)
+        return Shipment(data, collect_records())
+
+
+def collect_records() -> list[tuple[tuple[int, int] | None, RecordBatch]]:
+    """Every registry's new records in this process; the default registry is keyed ``None``."""
+    out = []
+    for registry in all_registries():
+        batch = registry.take_records()
+        if batch is not None:
+            out.append((None if registry is DEFAULT else registry.key, batch))
+    return out
+
+
+def deliver(shipment: Shipment, registry: Registry | None) -> Any:
+    """In the main process: queue a shipment's records and give back the batch."""
+    default = registry or current_registry()
+    for key, batch in shipment.records:
+        target = default if key is None else (registry_by_key(key) or default)
+        target.receive(batch)
+    return shipment.data
+
+
+_ITERATORS: dict[type[Any], type[Any]] = {}
+_LOADERS: dict[type[Any], type[Any]] = {}
+
+
+def _unwrapping(iterator_cls: type[Any]) -> type[Any]:
+    cls = _ITERATORS.get(iterator_cls)
+    if cls is None:
+
+        def __next__(self: Any) -> Any:
+            data = iterator_cls.__next__(self)
+            if type(data) is Shipment:
+                return deliver(data, self._perfkit_registry)
+            return data
+
+        cls = type(iterator_cls.__name__, (iterator_cls,), {"__next__": __next__, "__module__": __name__})
+        _ITERATORS[iterator_cls] = cls
+    return cls
+
+
+def _instrumented(loader_cls: type[Any]) -> type[Any]:
+    if getattr(loader_cls, "__perfkit_instrumented__", False):
+        return loader_cls
+    cls = _LOADERS.get(loader_cls)
+    if cls is None:
+
+        def __iter__(self: Any) -> Any:
+            it = loader_cls.__iter__(self)
+            if type(it) not in _ITERATORS.values():
+                it.__class__ = _unwrapping(type(it))
+            it._perfkit_registry = self._perfkit_registry
+            return it
+
+        namespace = {
+            "__iter__": __iter__,
+            "__perfkit_instrumented__": True,
+            "__module__": loader_cls.__module__,
+        }
+        cls = type(loader_cls.__name__, (loader_cls,), namespace)
+        _LOADERS[loader_cls] = cls
+    return cls
+
+
+def instrument(
+    loader: DataLoader[T], name: str = "loader", *, registry: Registry | None = None
+) -> DataLoader[T]:
+    """Bring the records made in ``loader``'s worker processes into this process. Returns ``loader``.
+
+    Each batch's worker time is recorded as ``NAME.fetch``, with the worker's own sections
+    (``@timed`` collate functions, transforms) nested inside it; records go to ``registry``
+    or to the registry current where the loader is iterated. Call it before the first
+    iteration: persistent workers already started keep their old set-up. With
+    ``num_workers=0`` everything runs in this process and is recorded directly.
+
+    >>> import perfkit.torch, torch
+    >>> from torch.utils.data import DataLoader
+    >>> loader = perfkit.torch.instrument(DataLoader(list(range(8)), batch_size=4), "train")
+    >>> [b.tolist() for b in loader]
+    [[0, 1, 2, 3], [4, 5, 6, 7]]
+    """
+    if not isinstance(loader, DataLoader):
+        raise TypeError(f"loader must be a torch.utils.data.DataLoader, got {loader!r}")
+    check_name(name)
+    if registry is not None and not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    init = loader.worker_init_fn
+    if isinstance(init, WorkerInit):
+        init = init.user_init
+    loader.worker_init_fn = WorkerInit(name, init)
+    loader._perfkit_registry = registry
+    loader.__class__ = _instrumented(type(loader))
+    return loader

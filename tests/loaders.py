@@ -1,0 +1,65 @@
+"""Datasets and hooks for the DataLoader worker tests, in a module spawned workers can import."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import torch
+from torch.utils.data import Dataset, IterableDataset
+
+import perfkit
+
+INIT_MARK: list[int] = []
+
+
+class Squares(Dataset[torch.Tensor]):
+    """``n`` items; each ``__getitem__`` is timed and has a nested section."""
+
+    def __init__(self, n: int = 12, *, fail_at: int | None = None, kill_at: int | None = None) -> None:
+        self.n, self.fail_at, self.kill_at = n, fail_at, kill_at
+
+    def __len__(self) -> int:
+        return self.n
+
+    @perfkit.timed("getitem")
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == self.fail_at:
+            raise ValueError(f"corrupt sample {i}")
+        if i == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        with perfkit.section("transform"):
+            return torch.full((4,), float(i * i))
+
+
+class Stream(IterableDataset[torch.Tensor]):
+    """An iterable dataset of ``n`` items, split between workers."""
+
+    def __init__(self, n: int = 12) -> None:
+        self.n = n
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        info = torch.utils.data.get_worker_info()
+        start, step = (info.id, info.num_workers) if info else (0, 1)
+        for i in range(start, self.n, step):
+            with perfkit.section("produce"):
+                item = torch.tensor([float(i)])
+            yield item
+
+
+@perfkit.timed("collate")
+def collate(items: list[torch.Tensor]) -> torch.Tensor:
+    return torch.stack(items)
+
+
+def mark_init(worker_id: int) -> None:
+    """A user's own worker_init_fn: leaves a trace that the dataset can report."""
+    INIT_MARK.append(100 + worker_id)
+
+
+class ReportsInit(Dataset[int]):
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> int:
+        return INIT_MARK[-1] if INIT_MARK else -1
