@@ -31,6 +31,20 @@ from ._sources import NvmlSource, ProcessSource, Source, SourceUnavailable, Torc
 from ._state import disable, enable, is_enabled
 from ._stats import SeriesData, Stats
 from ._timing import timed
+from ._trace_analysis import analyze_trace, diff_traces
+from ._trace_format import format_analysis, format_diff
+from ._trace_results import (
+    Finding,
+    KernelStat,
+    MemoryPeak,
+    OpStat,
+    PhaseChange,
+    PhaseSplit,
+    SectionStat,
+    TimeChange,
+    TraceAnalysis,
+    TraceDiff,
+)
 from ._units import format_seconds
 from ._warn import PerfkitWarning
 
@@ -39,16 +53,23 @@ __version__ = "0.1.0"
 __all__ = [
     "Clock",
     "Cursor",
+    "Finding",
     "GaugeData",
     "GaugeStats",
+    "KernelStat",
     "LoopStats",
+    "MemoryPeak",
     "NodeTotals",
     "NvmlSource",
+    "OpStat",
     "PerfkitWarning",
+    "PhaseChange",
+    "PhaseSplit",
     "ProcessSource",
     "Registry",
     "ResourceSampler",
     "Section",
+    "SectionStat",
     "SeriesData",
     "SizedTimedIterator",
     "Snapshot",
@@ -56,13 +77,20 @@ __all__ = [
     "SourceUnavailable",
     "Stats",
     "ThreadInfo",
+    "TimeChange",
     "TimedIterator",
     "TorchCudaSource",
+    "TraceAnalysis",
+    "TraceDiff",
     "__version__",
     "all_loops",
+    "analyze_trace",
     "cursor",
+    "diff_traces",
     "disable",
     "enable",
+    "format_analysis",
+    "format_diff",
     "format_seconds",
     "get_registry",
     "is_enabled",

@@ -1,0 +1,175 @@
+"""Streaming read of Chrome trace files: one event at a time, never the whole file in memory.
+
+torch's default (C++) writer spreads each event over ~10 lines and its Python writer puts one
+per line, so neither line-based parsing nor ``json.load`` (memory several times the file) will
+do. Instead the top-level object is walked key by key and each element of ``"traceEvents"`` is
+decoded with ``json.JSONDecoder.raw_decode`` from a sliding buffer of about one chunk.
+
+    metadata: dict[str, object] = {}
+    for event in iter_trace_events("step.pt.trace.json.gz", metadata):
+        ...
+    metadata["deviceProperties"]        # the other top-level keys, filled in as they are met
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+_CHUNK_CHARS = 1 << 18
+_NOT_SPACE = re.compile(r"[^ \t\r\n]")
+_GZIP_MAGIC = b"\x1f\x8b"
+# A value that is still incomplete after this much text is corrupt, not merely cut at a chunk edge.
+_MAX_VALUE_CHARS = 1 << 27
+# A decoding error this close to the end of the text may just mean the value goes on in the next chunk.
+_EDGE_CHARS = 16
+
+
+def iter_trace_events(
+    path: str | os.PathLike[str], metadata: dict[str, Any] | None = None, *, chunk_chars: int = _CHUNK_CHARS
+) -> Iterator[dict[str, Any]]:
+    """Yield the events of a Chrome trace (``.json`` or gzip, told by content, not by name).
+
+    Top-level keys other than ``traceEvents`` go into ``metadata`` as they are read (torch
+    writes them before the events, except ``traceName``). The JSON array form (a bare list of
+    events) is read too. Raises ``FileNotFoundError`` at once for a missing file and
+    ``ValueError`` naming the file, while iterating, for anything that is not a trace.
+    ``chunk_chars`` is how much text is read at a time.
+
+    >>> import json, os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.json")
+    >>> _ = open(p, "w").write(json.dumps({"traceEvents": [{"ph": "X", "name": "a"}], "k": 1}))
+    >>> meta = {}
+    >>> [e["name"] for e in iter_trace_events(p, meta)], meta
+    (['a'], {'k': 1})
+    """
+    file = Path(path)
+    if not file.is_file():
+        what = "is not a file" if file.exists() else "not found"
+        raise FileNotFoundError(f"trace file {what}: {str(file)!r}")
+    if not isinstance(chunk_chars, int) or chunk_chars < 1:
+        raise ValueError(f"chunk_chars must be an int >= 1, got {chunk_chars!r}")
+    return _events(file, metadata if metadata is not None else {}, chunk_chars)
+
+
+def _events(file: Path, metadata: dict[str, Any], chunk_chars: int) -> Iterator[dict[str, Any]]:
+    with _open_text(file) as fh:
+        buf = _Buffer(fh, file, chunk_chars)
+        first = buf.peek()
+        if first == "[":
+            yield from _array(buf, closed=False)
+            return
+        if first != "{":
+            raise buf.error("not a Chrome trace (expected a JSON object or array)")
+        buf.advance()
+        found = False
+        while (c := buf.peek()) != "}":
+            if c == ",":
+                buf.advance()
+                continue
+            key = buf.decode()
+            if not isinstance(key, str) or buf.peek() != ":":
+                raise buf.error("not valid JSON (expected a key and ':')")
+            buf.advance()
+            if key == "traceEvents" and buf.peek() == "[":
+                found = True
+                yield from _array(buf, closed=True)
+            else:
+                metadata[key] = buf.decode()
+    if not found:
+        raise ValueError(f"{str(file)!r} has no 'traceEvents' array: not a Chrome trace")
+
+
+def _array(buf: _Buffer, *, closed: bool) -> Iterator[dict[str, Any]]:
+    """Events of the array at the cursor; ``closed=False`` accepts a missing ``]`` (Chrome does)."""
+    buf.advance()
+    while (c := buf.peek(allow_eof=not closed)) != "]":
+        if c is None:
+            return
+        if c == ",":
+            buf.advance()
+            continue
+        event = buf.decode()
+        if isinstance(event, dict):
+            yield event
+    buf.advance()
+
+
+def _open_text(file: Path) -> IO[str]:
+    with open(file, "rb") as probe:
+        gzipped = probe.read(2) == _GZIP_MAGIC
+    # Names with bytes that are not UTF-8 must not stop the analysis of everything else.
+    if gzipped:
+        return gzip.open(file, "rt", encoding="utf-8", errors="replace")
+    return open(file, encoding="utf-8", errors="replace")
+
+
+class _Buffer:
+    """A window onto the text: refilled by chunks, consumed text dropped."""
+
+    def __init__(self, fh: IO[str], file: Path, chunk_chars: int) -> None:
+        self._fh = fh
+        self._chunk_chars = chunk_chars
+        self._file = file
+        self._decoder = json.JSONDecoder()
+        self._text = ""
+        self._pos = 0
+        self._dropped = 0  # characters before self._text, for error offsets
+        self._eof = False
+
+    def error(self, what: str, pos: int | None = None) -> ValueError:
+        where = self._dropped + (self._pos if pos is None else pos)
+        return ValueError(f"{str(self._file)!r} is {what} at character {where}")
+
+    def peek(self, *, allow_eof: bool = False) -> str | None:
+        """The next character after white space; at the end: None if allowed, else an error."""
+        while True:
+            found = _NOT_SPACE.search(self._text, self._pos)
+            if found is not None:
+                self._pos = found.start()
+                return self._text[self._pos]
+            self._pos = len(self._text)
+            if not self._fill():
+                if allow_eof:
+                    return None
+                raise self.error("cut short (the JSON ends too early)")
+
+    def advance(self) -> None:
+        self._pos += 1
+
+    def decode(self) -> Any:
+        """The JSON value after white space at the cursor."""
+        self.peek()
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._text, self._pos)
+            except json.JSONDecodeError as exc:
+                cut = exc.pos >= len(self._text) - _EDGE_CHARS or exc.msg.startswith("Unterminated string")
+                if cut and self._fill():
+                    continue
+                raise self.error(f"not valid JSON ({exc.msg})", exc.pos) from None
+            # A number at the very end of the buffer may continue in the next chunk.
+            if end < len(self._text) or not self._fill():
+                self._pos = end
+                return value
+
+    def _fill(self) -> bool:
+        if self._eof:
+            return False
+        if len(self._text) - self._pos > _MAX_VALUE_CHARS:
+            raise self.error("not valid JSON (a value that never ends)")
+        try:
+            more = self._fh.read(self._chunk_chars)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"cannot read trace file {str(self._file)!r}: {exc}") from None
+        self._dropped += self._pos
+        self._text = self._text[self._pos :] + more
+        self._pos = 0
+        self._eof = not more
+        return bool(more)

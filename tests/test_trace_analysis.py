@@ -1,0 +1,499 @@
+"""analyze_trace / diff_traces: what a torch profiler trace says about where the steps went.
+
+Traces are built by hand (times in µs), so every expected number follows from the construction;
+two small real torch 2.13 traces (see data/traces/make_real_traces.py) are checked for robust facts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfkit._trace_analysis import analyze_trace, diff_traces
+from perfkit._trace_findings import CPU_OP_MIN_SHARE, DATA_LOADING_MIN_SHARE
+from perfkit._trace_format import format_analysis, format_diff
+from perfkit._trace_phases import ALL_PHASES, BACKWARD, DATA_LOADING, FORWARD, LIGHTNING, OPTIMIZER, classify
+from perfkit._trace_phases import PERFKIT as PERFKIT_SOURCE
+from perfkit._trace_phases import TORCH as TORCH_SOURCE
+from perfkit._trace_results import PhaseSplit
+
+from .trace_builder import Event, kernel, mark, memory, op, step, write_trace
+
+TRACES = Path(__file__).parent / "data" / "traces"
+MARKED = TRACES / "torch_cpu_marked.pt.trace.json.gz"
+PLAIN = TRACES / "torch_cpu_plain.pt.trace.json.gz"
+LIGHTNING_TRACE = TRACES / "lightning_cpu.pt.trace.json.gz"
+
+
+def trace(
+    tmp_path: Path, events: list[Event], name: str = "t.json", sections: list[str] | None = None, **top: Any
+) -> Path:
+    return write_trace(tmp_path / name, events, sections=sections, **top)
+
+
+def shares(split: PhaseSplit) -> dict[str, float]:
+    return {p: round(s, 6) for p, s in split.shares.items()}
+
+
+# --- CPU ops ---------------------------------------------------------------------------------
+
+
+def test_an_op_self_time_is_its_duration_minus_the_ops_nested_in_it(tmp_path: Path) -> None:
+    events = [op("aten::linear", 0, 30), op("aten::addmm", 5, 10), op("aten::addmm", 40, 10)]
+    ops = {o.name: o for o in analyze_trace(trace(tmp_path, events)).top_cpu_ops}
+    assert (ops["aten::linear"].self_us, ops["aten::linear"].total_us, ops["aten::linear"].count) == (
+        20,
+        30,
+        1,
+    )
+    assert (ops["aten::addmm"].self_us, ops["aten::addmm"].count) == (20, 2)
+    assert ops["aten::linear"].share == ops["aten::addmm"].share == 0.5
+
+
+def test_steps_and_annotations_do_not_break_the_op_tree(tmp_path: Path) -> None:
+    # Lightning steps the profiler inside Optimizer.step, so a step can cut through an op.
+    events = [
+        step(1, 0, 12),
+        op("aten::linear", 5, 30),
+        mark("perfkit.phase.forward", 6, 20),
+        mark("my range", 7, 40),  # not even nested cleanly
+        op("aten::addmm", 8, 10),
+    ]
+    ops = {o.name: o.self_us for o in analyze_trace(trace(tmp_path, events)).top_cpu_ops}
+    assert ops == {"aten::linear": 20, "aten::addmm": 10}
+
+
+def test_ops_only_nest_within_their_own_thread(tmp_path: Path) -> None:
+    events = [op("aten::linear", 0, 30, tid=1), op("aten::addmm", 5, 10, tid=2)]
+    ops = {o.name: o.self_us for o in analyze_trace(trace(tmp_path, events)).top_cpu_ops}
+    assert ops == {"aten::linear": 30, "aten::addmm": 10}
+
+
+def test_top_k_keeps_the_ops_with_most_self_time(tmp_path: Path) -> None:
+    events = [op(f"aten::op{i}", 100 * i, i + 1) for i in range(5)]
+    top = analyze_trace(trace(tmp_path, events), top_k=2).top_cpu_ops
+    assert [o.name for o in top] == ["aten::op4", "aten::op3"]
+    assert top[0].share == 5 / 15
+
+
+@pytest.mark.parametrize("top_k", [0, -1, 1.5, True])
+def test_top_k_must_be_a_positive_int(tmp_path: Path, top_k: object) -> None:
+    with pytest.raises(ValueError, match=f"top_k must be an int >= 1, got {top_k!r}"):
+        analyze_trace(trace(tmp_path, []), top_k=top_k)  # type: ignore[arg-type]
+
+
+# --- phases ----------------------------------------------------------------------------------
+
+
+def test_data_loading_covering_62_percent_of_the_step_is_a_finding(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        mark("perfkit.phase.data_fetch", 0, 62),
+        mark("perfkit.phase.forward", 62, 20),
+        mark("perfkit.phase.backward", 82, 10),
+        mark("perfkit.phase.optimizer_step", 92, 5),
+    ]
+    a = analyze_trace(trace(tmp_path, events))
+    assert shares(a.phases) == {
+        "data_loading": 0.62,
+        "forward": 0.2,
+        "backward": 0.1,
+        "optimizer": 0.05,
+        "unaccounted": 0.03,
+    }
+    assert (a.phases.data_loading_us, a.phases.unaccounted_us, a.span_us, a.step_count) == (62, 3, 100, 1)
+    assert a.findings[0].kind == "data_loading"
+    assert a.findings[0].value == pytest.approx(0.62)
+    assert a.findings[0].message == (
+        "data loader waits take 62.0% of step time: more workers or a cheaper collate would help"
+    )
+
+
+def test_backward_inside_the_optimizer_closure_counts_as_backward(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        mark("Optimizer.step#SGD.step", 10, 80),
+        mark("perfkit.phase.forward", 20, 20),  # Lightning runs the closure inside optimizer.step
+        op("autograd::engine::evaluate_function: AddmmBackward0", 50, 30),
+        op("aten::mm", 55, 10),  # inside the backward op: still backward
+    ]
+    p = analyze_trace(trace(tmp_path, events)).phases
+    assert (p.forward_us, p.backward_us, p.optimizer_us, p.unaccounted_us) == (20, 30, 30, 20)
+
+
+def test_without_a_forward_mark_the_forward_in_the_closure_counts_as_optimizer(tmp_path: Path) -> None:
+    events = [step(1, 0, 100), mark("Optimizer.step#SGD.step", 0, 100), op("aten::linear", 20, 20)]
+    assert analyze_trace(trace(tmp_path, events)).phases.optimizer_us == 100
+
+
+def test_a_perfkit_mark_wins_over_a_torch_mark_with_the_same_bounds(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        mark("perfkit.phase.forward", 10, 50),
+        mark("Optimizer.step#SGD.step", 10, 50),
+    ]
+    assert analyze_trace(trace(tmp_path, events)).phases.forward_us == 50
+
+
+def test_each_step_gets_its_own_split_and_the_total_adds_them(tmp_path: Path) -> None:
+    events = [
+        step(3, 0, 100),
+        mark("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 10),
+        step(4, 100, 50),
+        mark("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 100, 40),
+        mark("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 200, 40),  # after the steps
+    ]
+    a = analyze_trace(trace(tmp_path, events))
+    assert [(s.label, s.total_us, s.data_loading_us) for s in a.per_step] == [
+        ("ProfilerStep#3", 100, 10),
+        ("ProfilerStep#4", 50, 40),
+    ]
+    assert (a.phases.total_us, a.phases.data_loading_us, a.step_count) == (150, 50, 2)
+
+
+def test_a_mark_spanning_two_steps_is_split_between_them(tmp_path: Path) -> None:
+    events = [step(1, 0, 100), step(2, 100, 100), mark("perfkit.phase.backward", 80, 40)]
+    assert [s.backward_us for s in analyze_trace(trace(tmp_path, events)).per_step] == [20, 20]
+
+
+def test_without_steps_the_window_is_the_span_of_the_main_thread(tmp_path: Path) -> None:
+    events = [op("aten::linear", 10, 30), mark("perfkit.phase.optimizer_step", 60, 50)]
+    a = analyze_trace(trace(tmp_path, events))
+    assert (a.step_count, a.span_us, a.phases.optimizer_us) == (0, 100, 50)
+    assert [s.label for s in a.per_step] == ["whole trace"]
+
+
+def test_without_steps_the_main_thread_is_the_one_whose_ranges_span_longest(tmp_path: Path) -> None:
+    events = [op("aten::linear", 10, 30), mark("perfkit.phase.optimizer_step", 60, 50)]
+    a = analyze_trace(trace(tmp_path, [*events, op("aten::copy_", 0, 500, tid=9)]))
+    assert (a.span_us, a.phases.optimizer_us) == (500, 0)
+
+
+def test_shares_add_up_to_one_even_with_overlapping_marks(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        mark("perfkit.phase.data_fetch", -50, 80),  # starts before the step
+        mark("perfkit.phase.forward", 20, 50),  # overlaps without nesting
+        mark("perfkit.phase.backward", 60, 100),  # ends after the step
+        mark("perfkit.phase.optimizer_step", 65, 2),
+    ]
+    p = analyze_trace(trace(tmp_path, events)).phases
+    assert sum(p.shares.values()) == pytest.approx(1)
+    assert p.unaccounted_us >= 0
+    assert (p.data_loading_us, p.forward_us, p.backward_us, p.optimizer_us) == (20, 40, 38, 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("perfkit.phase.data_fetch", (DATA_LOADING, PERFKIT_SOURCE)),
+        ("perfkit.phase.optimizer_step", (OPTIMIZER, PERFKIT_SOURCE)),
+        ("[pl][profile][_TrainingEpochLoop].train_dataloader_next", (DATA_LOADING, LIGHTNING)),
+        ("[pl][profile][_EvaluationLoop].val_next", (DATA_LOADING, LIGHTNING)),
+        ("[pl][profile][Strategy]SingleDeviceStrategy.training_step", (FORWARD, LIGHTNING)),
+        ("[pl][profile][Strategy]SingleDeviceStrategy.validation_step", (FORWARD, LIGHTNING)),
+        ("[pl][module]torch.nn.modules.linear.Linear: net.0", (FORWARD, LIGHTNING)),
+        ("[pl][profile][Strategy]SingleDeviceStrategy.backward", (BACKWARD, LIGHTNING)),
+        ("[pl][profile][LightningModule]M.optimizer_step", (OPTIMIZER, LIGHTNING)),
+        ("[pl][profile]optimizer_step", (OPTIMIZER, LIGHTNING)),
+        ("[pl][profile][LightningModule]M.on_before_backward", None),
+        ("[pl][profile][LightningModule]M.on_before_optimizer_step", None),
+        ("[pl][profile]run_training_batch", None),
+        ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", (DATA_LOADING, TORCH_SOURCE)),
+        ("autograd::engine::evaluate_function: AddmmBackward0", (BACKWARD, TORCH_SOURCE)),
+        ("Optimizer.step#AdamW.step", (OPTIMIZER, TORCH_SOURCE)),
+        ("Optimizer.zero_grad#AdamW.zero_grad", (OPTIMIZER, TORCH_SOURCE)),
+        ("aten::linear", None),
+        ("perfkit.phase.something_else", None),
+    ],
+)
+def test_phase_marks_are_recognised_by_name(name: str, expected: tuple[int, int] | None) -> None:
+    assert classify(name) == expected
+
+
+# --- sections, memory, GPU -------------------------------------------------------------------
+
+
+def test_sections_named_in_the_perfkit_metadata_are_reported_within_the_steps(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        step(2, 100, 100),
+        mark("collate", 10, 50),
+        mark("collate", 190, 20),  # half outside the steps
+        op("unclip", 120, 30),  # a section recorded with the cheap cpu_op-category range
+        op("aten::stack", 125, 10),
+        mark("other", 0, 100),  # not a section
+    ]
+    a = analyze_trace(trace(tmp_path, events, sections=["collate", "unclip", "absent"]))
+    assert [(s.name, s.count, s.total_us, s.share) for s in a.sections] == [
+        ("collate", 2, 60, 0.3),
+        ("unclip", 1, 30, 0.15),
+        ("absent", 0, 0, 0),
+    ]
+    assert {o.name: o.self_us for o in a.top_cpu_ops} == {"aten::stack": 10}  # a section is not an op
+
+
+def test_sections_written_with_add_metadata_as_a_json_string_are_read_too(tmp_path: Path) -> None:
+    events = [step(1, 0, 100), mark("collate", 0, 75)]
+    path = trace(tmp_path, events, perfkit=json.dumps({"sections": ["collate"]}))
+    a = analyze_trace(path)
+    assert [(s.name, s.share) for s in a.sections] == [("collate", 0.75)]
+    section = next(f for f in a.findings if f.kind == "section")
+    assert (section.message, section.value) == ("section 'collate' takes 75.0% of step time", 0.75)
+
+
+def test_without_perfkit_metadata_there_are_no_sections(tmp_path: Path) -> None:
+    assert analyze_trace(trace(tmp_path, [step(1, 0, 100), mark("collate", 0, 75)])).sections == ()
+
+
+def test_memory_peaks_are_the_highest_totals_per_device(tmp_path: Path) -> None:
+    events = [
+        memory(1, 1000),
+        memory(2, 3000),
+        memory(3, 500),
+        memory(4, 2_000_000, 4_000_000, device_type=1, device_id=0),
+        memory(5, 1_000_000, 4_200_000, device_type=1, device_id=0),
+    ]
+    a = analyze_trace(trace(tmp_path, events))
+    assert [(m.device, m.allocated_bytes, m.reserved_bytes) for m in a.memory] == [
+        ("cpu", 3000, 0),
+        ("cuda:0", 2_000_000, 4_200_000),
+    ]
+    assert analyze_trace(trace(tmp_path, [op("aten::mm", 0, 1)])).memory == ()
+
+
+def test_gpu_kernels_are_ranked_and_busy_time_is_their_union_over_the_span(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        kernel("gemm", 10, 20),
+        kernel("gemm", 20, 20, stream=8),  # overlaps the first on another stream: busy 10..40
+        kernel("relu", 60, 5),
+        kernel("Memcpy HtoD (Pinned -> Device)", 90, 15, cat="gpu_memcpy"),  # not a kernel for busy time
+    ]
+    a = analyze_trace(trace(tmp_path, events))
+    assert [(k.name, k.kind, k.count, k.total_us, k.share) for k in a.top_cuda_kernels] == [
+        ("gemm", "kernel", 2, 40, 40 / 60),
+        ("Memcpy HtoD (Pinned -> Device)", "memcpy", 1, 15, 15 / 60),
+        ("relu", "kernel", 1, 5, 5 / 60),
+    ]
+    assert a.gpu_busy_share == pytest.approx(0.35)
+    idle = next(f for f in a.findings if f.kind == "gpu_idle")
+    assert idle.value == pytest.approx(0.65)
+    assert "busy 35.0%" in idle.message
+
+
+def test_a_cpu_trace_has_no_kernels_and_no_busy_share(tmp_path: Path) -> None:
+    a = analyze_trace(trace(tmp_path, [step(1, 0, 10), op("aten::mm", 0, 5)]))
+    assert (a.top_cuda_kernels, a.gpu_busy_share) == ((), None)
+
+
+# --- findings and output ---------------------------------------------------------------------
+
+
+def test_findings_come_sorted_by_size_with_their_numbers(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        mark("Optimizer.step#SGD.step", 0, 35),
+        op("aten::_foreach_add_", 0, 30),
+        op("aten::mm", 40, 5),
+    ]
+    a = analyze_trace(trace(tmp_path, events))
+    assert [(f.kind, round(f.value, 3)) for f in a.findings] == [
+        ("cpu_op", round(30 / 35, 3)),
+        ("unaccounted", 0.65),
+        ("optimizer", 0.35),
+    ]
+    assert (
+        a.findings[0].message == "aten::_foreach_add_ takes 85.7% of CPU op self time (30.0 µs over 1 call)"
+    )
+
+
+def test_a_balanced_trace_has_no_findings(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        mark("perfkit.phase.data_fetch", 0, DATA_LOADING_MIN_SHARE * 100 - 1),
+        mark("perfkit.phase.forward", 30, 40),
+        mark("perfkit.phase.backward", 70, 30),
+        *(op(f"aten::op{i}", 30 + 10 * i, 10) for i in range(7)),
+    ]
+    a = analyze_trace(trace(tmp_path, events))
+    assert a.top_cpu_ops[0].share < CPU_OP_MIN_SHARE
+    assert a.findings == ()
+    assert format_analysis(a).endswith("[Profiler] Bottlenecks: none found")
+
+
+def test_the_text_report_has_one_profiler_line_per_topic(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 2000),
+        step(2, 2000, 2000),
+        mark("perfkit.phase.data_fetch", 0, 400),
+        mark("perfkit.phase.forward", 400, 1600),
+        op("aten::addmm", 500, 1000),
+        op("aten::relu", 1600, 250),
+        mark("collate", 100, 200),
+        memory(10, 12_300_000),
+    ]
+    text = format_analysis(analyze_trace(trace(tmp_path, events, sections=["collate"])), trace_path="x.json")
+    assert text.splitlines() == [
+        "[Profiler] Trace: x.json (8 events, 2 steps, 4.00 ms)",
+        "[Profiler] Top 2 CPU operations:"
+        " aten::addmm 80.0% (1.00 ms, 1 call), aten::relu 20.0% (250.0 µs, 1 call)",
+        "[Profiler] Memory peaks: cpu 12.3 MB allocated",
+        "[Profiler] Summary:"
+        " dataloader 10.0%, forward 40.0%, backward 0.0%, optimizer 0.0%, unaccounted 50.0%",
+        "[Profiler] Sections: collate 5.0%",
+        "[Profiler] Bottlenecks: aten::addmm takes 80.0% of CPU op self time (1.00 ms over 1 call);"
+        " 50.0% of step time is outside any phase mark"
+        " (untracked work, e.g. Python between the marked phases)",
+    ]
+
+
+def test_to_dict_is_plain_json_with_shares(tmp_path: Path) -> None:
+    events = [step(1, 0, 100), mark("perfkit.phase.forward", 0, 25), kernel("k", 0, 10), memory(1, 5)]
+    d = json.loads(json.dumps(analyze_trace(trace(tmp_path, events, sections=["s"])).to_dict()))
+    assert d["phases"]["shares"]["forward"] == 0.25
+    assert d["per_step"][0]["label"] == "ProfilerStep#1"
+    assert d["top_cuda_kernels"][0]["name"] == "k"
+    assert set(d) == {
+        "path",
+        "event_count",
+        "step_count",
+        "span_us",
+        "top_cpu_ops",
+        "top_cuda_kernels",
+        "gpu_busy_share",
+        "memory",
+        "phases",
+        "per_step",
+        "sections",
+        "findings",
+    }
+
+
+# --- diff ------------------------------------------------------------------------------------
+
+
+def test_diff_compares_per_step_and_lists_grown_and_new_ops_and_sections(tmp_path: Path) -> None:
+    before = trace(
+        tmp_path,
+        [
+            *(step(1, 0, 100), step(2, 100, 100), mark("perfkit.phase.data_fetch", 0, 20)),
+            *(mark("collate", 0, 10), op("aten::mm", 30, 40), op("aten::relu", 130, 10)),
+            op("aten::add", 150, 20),
+        ],
+        name="a.json",
+        sections=["collate"],
+    )
+    after = trace(
+        tmp_path,
+        [
+            *(step(7, 0, 300), mark("perfkit.phase.data_fetch", 0, 150), mark("collate", 0, 100)),
+            *(op("aten::mm", 160, 60), op("aten::relu", 230, 5), op("aten::gelu", 240, 30)),
+        ],
+        name="b.json.gz",
+        sections=["collate"],
+    )
+    d = diff_traces(before, after)
+    assert (d.before_steps, d.after_steps, d.before_step_us, d.after_step_us) == (2, 1, 100, 300)
+    data = d.phases[0]
+    assert (data.phase, data.before_us, data.after_us, data.change_us) == ("data_loading", 10, 150, 140)
+    assert (data.before_share, data.after_share) == (0.1, 0.5)
+    assert [p.phase for p in d.phases] == list(ALL_PHASES)
+    assert [(c.name, c.before_us, c.after_us, c.change_us) for c in d.grown_ops] == [("aten::mm", 20, 60, 40)]
+    assert [(c.name, c.after_us) for c in d.new_ops] == [("aten::gelu", 30)]
+    assert [(c.name, c.before_us, c.after_us) for c in d.grown_sections] == [("collate", 5, 100)]
+    text = format_diff(d)
+    assert "[Profiler] Diff: " in text
+    assert "aten::mm 20.0 µs -> 60.0 µs (+40.0 µs)" in text
+    assert "New ops: aten::gelu 30.0 µs per step" in text
+    assert json.loads(json.dumps(d.to_dict()))["grown_ops"][0]["change_us"] == 40
+
+
+# --- real torch traces -----------------------------------------------------------------------
+
+
+def test_a_real_torch_trace_with_perfkit_marks_gives_sane_numbers() -> None:
+    a = analyze_trace(MARKED)
+    assert a.step_count == 3
+    assert "aten::addmm" in [o.name for o in a.top_cpu_ops[:3]]
+    assert sum(o.share for o in analyze_trace(MARKED, top_k=1000).top_cpu_ops) == pytest.approx(1)
+    assert sum(a.phases.shares.values()) == pytest.approx(1)
+    assert all(a.phases.share(p) > 0.02 for p in ("data_loading", "forward", "backward", "optimizer"))
+    assert [s.name for s in a.sections] == ["collate"]
+    assert 0 < a.sections[0].share < a.phases.share("data_loading")  # collate runs inside the fetch
+    assert [m.device for m in a.memory] == ["cpu"]
+    assert a.top_cuda_kernels == ()
+
+
+def test_a_real_torch_trace_without_our_marks_falls_back_to_torch_names() -> None:
+    a = analyze_trace(PLAIN)
+    assert a.phases.forward_us == 0  # torch marks no forward pass
+    assert all(a.phases.share(p) > 0.02 for p in ("data_loading", "backward", "optimizer"))
+    assert a.sections == ()
+
+
+def test_a_real_lightning_profiler_trace_gets_its_phases_from_lightning_names() -> None:
+    a = analyze_trace(LIGHTNING_TRACE)
+    assert a.step_count == 3
+    assert all(a.phases.us(p) > 0 for p in ("data_loading", "forward", "backward", "optimizer"))
+    assert sum(a.phases.shares.values()) == pytest.approx(1)
+
+
+# --- streaming -------------------------------------------------------------------------------
+
+_EVENT = (
+    '  {{\n    "ph": "X", "cat": "{}", "name": "{}", "pid": 7, "tid": 7,\n'
+    '    "ts": {:.3f}, "dur": {:.3f},\n    "args": {{\n'
+    '      "External id": {}, "Record function id": 0, "Ev Idx": 0\n    }}\n  }}'
+)
+
+
+def _synthetic_trace(path: Path, size: int) -> int:
+    """A trace in torch's layout of about ``size`` bytes: 100 µs steps of 34 ranges; returns steps."""
+    steps = 0
+    with path.open("w") as fh:
+        fh.write('{\n  "schemaVersion": 1,\n  "perfkit": {"sections": ["collate"]},\n  "traceEvents": [\n')
+        sep = ""
+        while fh.tell() < size:
+            t = 100.0 * steps
+            rows = [
+                ("user_annotation", f"ProfilerStep#{steps}", t, 100.0),
+                ("user_annotation", "perfkit.phase.data_fetch", t, 30.0),
+                ("user_annotation", "collate", t + 5, 20.0),
+                ("user_annotation", "perfkit.phase.forward", t + 30, 40.0),
+            ]
+            rows += [("cpu_op", "aten::linear", t + 30 + 4 * k, 4.0) for k in range(10)]
+            rows += [("cpu_op", "aten::addmm", t + 31 + 4 * k, 2.0) for k in range(10)]
+            rows += [("cpu_op", "autograd::engine::evaluate_function: MmBackward0", t + 70, 20.0)]
+            rows += [("cpu_op", "aten::mm", t + 70 + 2 * k, 1.0) for k in range(9)]
+            for i, (cat, name, ts, dur) in enumerate(rows):
+                fh.write(sep + _EVENT.format(cat, name, ts, dur, i))
+                sep = ",\n"
+            steps += 1
+        fh.write('\n  ],\n  "traceName": "big.json"\n}\n')
+    return steps
+
+
+@pytest.mark.slow
+def test_a_20_mb_trace_is_analysed_in_a_fraction_of_its_size_in_memory(tmp_path: Path) -> None:
+    path = tmp_path / "big.pt.trace.json"
+    steps = _synthetic_trace(path, 20 << 20)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        started = time.perf_counter()
+        a = analyze_trace(path)
+        elapsed = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.5 * size, f"peak {peak:,} B for a {size:,} B trace"
+    assert elapsed < 30
+    assert (a.step_count, a.event_count) == (steps, 34 * steps)
+    assert shares(a.phases)["data_loading"] == 0.3
+    assert a.sections[0].share == pytest.approx(0.2)
