@@ -345,6 +345,14 @@ class Registry:
         self._start_ns = self.clock()
 
 
+def add_record(reg: Registry, node: int, t0: int, t1: int, *, failed: bool) -> None:
+    """Append one record for an interned ``node``: what entry points do off their inlined hot path."""
+    buf = reg._buf
+    buf += (~node if failed else node, t0, t1)
+    if len(buf) > DRAIN_AT:
+        reg.drain()
+
+
 def _after_fork_in_child() -> None:
     for registry in list(_ALL):
         registry._after_fork()

@@ -22,7 +22,7 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._context import CELL, NODES, get_cell, new_cell
 from ._cuda import wrap_cuda_function
-from ._registry import DRAIN_AT, Registry, current_registry
+from ._registry import DRAIN_AT, Registry, add_record, current_registry
 from ._state import SWITCH
 from ._validate import check_name
 
@@ -169,7 +169,7 @@ def _wrap_coroutine(
             failed = False
             return result
         finally:
-            _add(reg, node, t0, reg.clock(), failed)
+            add_record(reg, node, t0, reg.clock(), failed=failed)
             CELL.reset(token)
 
     return timed_coroutine
@@ -280,11 +280,4 @@ class _GeneratorRun:
 
     def finish(self, *, failed: bool) -> None:
         self.suspend()
-        _add(self._reg, self._node, self._start, self._start + self.active_ns, failed)
-
-
-def _add(reg: Registry, node: int, t0: int, t1: int, failed: bool) -> None:
-    buf = reg._buf
-    buf += (~node if failed else node, t0, t1)
-    if len(buf) > DRAIN_AT:
-        reg.drain()
+        add_record(self._reg, self._node, self._start, self._start + self.active_ns, failed=failed)

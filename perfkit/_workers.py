@@ -22,9 +22,11 @@ pickled to spawned workers and imports perfkit there).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch.utils.data as _data
@@ -32,9 +34,11 @@ from torch.utils.data import DataLoader
 from torch.utils.data._utils import pin_memory as _pin_memory
 
 from ._context import NODES, ThreadInfo, get_cell, new_cell
+from ._iteration import WAIT_SUFFIX
 from ._loops import FETCH_SUFFIX
-from ._registry import DEFAULT, Registry, all_registries, current_registry, registry_by_key
+from ._registry import DEFAULT, Registry, add_record, all_registries, current_registry, registry_by_key
 from ._section import section
+from ._state import SWITCH
 from ._transfer import RecordBatch
 from ._validate import check_name
 from ._warn import WarnOnce
@@ -137,18 +141,38 @@ def deliver(shipment: Shipment, registry: Registry | None) -> Any:
     return shipment.data
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What ``instrument`` set on a loader: kept on its class too, so a loader that a framework
+    re-creates from the original arguments (Lightning, to add a DistributedSampler) stays instrumented."""
+
+    name: str
+    registry: Registry | None
+    time_wait: bool
+
+    @property
+    def wait_name(self) -> str:
+        return self.name + WAIT_SUFFIX
+
+
 _ITERATORS: dict[type[Any], type[Any]] = {}
-_LOADERS: dict[type[Any], type[Any]] = {}
+_LOADERS: dict[tuple[type[Any], Settings], type[Any]] = {}
 
 
 def _unwrapping(iterator_cls: type[Any]) -> type[Any]:
     cls = _ITERATORS.get(iterator_cls)
     if cls is None:
+        base_next = iterator_cls.__next__
 
         def __next__(self: Any) -> Any:
-            data = iterator_cls.__next__(self)
+            settings: Settings = self._perfkit
+            data = (
+                _timed_next(self, base_next, settings)
+                if settings.time_wait and SWITCH.on
+                else base_next(self)
+            )
             if type(data) is Shipment:
-                return deliver(data, self._perfkit_registry)
+                return deliver(data, settings.registry)
             return data
 
         cls = type(iterator_cls.__name__, (iterator_cls,), {"__next__": __next__, "__module__": __name__})
@@ -156,39 +180,81 @@ def _unwrapping(iterator_cls: type[Any]) -> type[Any]:
     return cls
 
 
-def _instrumented(loader_cls: type[Any]) -> type[Any]:
-    if getattr(loader_cls, "__perfkit_instrumented__", False):
-        return loader_cls
-    cls = _LOADERS.get(loader_cls)
+def _timed_next(it: Any, base_next: Callable[[Any], Any], settings: Settings) -> Any:
+    """``next()`` on the DataLoader's own iterator, recorded as the wait for one batch.
+
+    The call that finds the end of the data is not a wait for a batch and is not recorded.
+    """
+    reg = settings.registry or current_registry()
+    cell = get_cell(None) or new_cell()
+    parent = cell[0]
+    node = NODES.child(parent, settings.wait_name)
+    cell[0] = node  # work done in this process to make the batch (no workers) nests under the wait
+    t0 = reg.clock()
+    try:
+        data = base_next(it)
+    except StopIteration:
+        raise
+    except BaseException:
+        add_record(reg, node, t0, reg.clock(), failed=True)
+        raise
+    finally:
+        cell[0] = parent
+    add_record(reg, node, t0, reg.clock(), failed=False)
+    return data
+
+
+def _instrumented(loader_cls: type[Any], settings: Settings) -> type[Any]:
+    base = getattr(loader_cls, "__perfkit_base__", loader_cls)
+    cls = _LOADERS.get((base, settings))
     if cls is None:
+        base_init = base.__init__
+
+        @functools.wraps(base_init)  # keeps the signature frameworks read to re-create the loader
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            base_init(self, *args, **kwargs)
+            _apply(self, settings)
 
         def __iter__(self: Any) -> Any:
-            it = loader_cls.__iter__(self)
+            it = base.__iter__(self)
             if type(it) not in _ITERATORS.values():
                 it.__class__ = _unwrapping(type(it))
-            it._perfkit_registry = self._perfkit_registry
+            it._perfkit = self._perfkit
             return it
 
         namespace = {
+            "__init__": __init__,
             "__iter__": __iter__,
-            "__perfkit_instrumented__": True,
-            "__module__": loader_cls.__module__,
+            "__perfkit_base__": base,
+            "__module__": base.__module__,
+            "__qualname__": base.__qualname__,
         }
-        cls = type(loader_cls.__name__, (loader_cls,), namespace)
-        _LOADERS[loader_cls] = cls
+        cls = type(base.__name__, (base,), namespace)
+        _LOADERS[(base, settings)] = cls
     return cls
 
 
+def _apply(loader: Any, settings: Settings) -> None:
+    init = loader.worker_init_fn
+    if isinstance(init, WorkerInit):
+        init = init.user_init
+    loader.worker_init_fn = WorkerInit(settings.name, init)
+    loader._perfkit = settings
+
+
 def instrument(
-    loader: DataLoader[T], name: str = "loader", *, registry: Registry | None = None
+    loader: DataLoader[T], name: str = "loader", *, registry: Registry | None = None, time_wait: bool = False
 ) -> DataLoader[T]:
     """Bring the records made in ``loader``'s worker processes into this process. Returns ``loader``.
 
     Each batch's worker time is recorded as ``NAME.fetch``, with the worker's own sections
     (``@timed`` collate functions, transforms) nested inside it; records go to ``registry``
-    or to the registry current where the loader is iterated. Call it before the first
-    iteration: persistent workers already started keep their old set-up. With
-    ``num_workers=0`` everything runs in this process and is recorded directly.
+    or to the registry current where the loader is iterated. With ``time_wait=True`` each
+    ``next()`` on the loader is also recorded as ``NAME.wait``, for loops that do not use
+    ``timed_iter`` (a Lightning ``Trainer`` iterates the loader itself).
+
+    Call it before the first iteration: persistent workers already started keep their old
+    set-up. With ``num_workers=0`` everything runs in this process and is recorded directly.
 
     >>> import perfkit.torch, torch
     >>> from torch.utils.data import DataLoader
@@ -201,10 +267,7 @@ def instrument(
     check_name(name)
     if registry is not None and not isinstance(registry, Registry):
         raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
-    init = loader.worker_init_fn
-    if isinstance(init, WorkerInit):
-        init = init.user_init
-    loader.worker_init_fn = WorkerInit(name, init)
-    loader._perfkit_registry = registry
-    loader.__class__ = _instrumented(type(loader))
+    settings = Settings(name, registry, bool(time_wait))
+    _apply(loader, settings)
+    loader.__class__ = _instrumented(type(loader), settings)
     return loader
