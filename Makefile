@@ -7,12 +7,12 @@ STAMP := $(VENV)/.perfkit-installed
 
 .PHONY: test lint typecheck unit demo bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml integrations/lightning/pyproject.toml examples/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first and pinned: a bare "torch" requirement would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]" -e "integrations/lightning[all]" -r examples/requirements.txt
 	touch $(STAMP)
 
 test: lint typecheck unit

@@ -22,8 +22,10 @@ from ._context import ThreadInfo
 from ._gauges import GaugeData, GaugeStats
 from ._iteration import SizedTimedIterator, TimedIterator, timed_iter
 from ._loops import LoopStats, all_loops, loop_stats
+from ._phases import PhaseWindow, SlowStep, data_series, metric_key, phase_metrics, step_series
 from ._registry import Cursor, Registry, get_registry, use_registry
 from ._report import report
+from ._rundir import RunWriter
 from ._sampler import ResourceSampler
 from ._section import Section, section
 from ._snapshot import NodeTotals, Snapshot
@@ -47,6 +49,7 @@ from ._trace_results import (
 )
 from ._units import format_seconds
 from ._warn import PerfkitWarning
+from ._window import Window
 
 __version__ = "0.1.0"
 
@@ -65,13 +68,16 @@ __all__ = [
     "PerfkitWarning",
     "PhaseChange",
     "PhaseSplit",
+    "PhaseWindow",
     "ProcessSource",
     "Registry",
     "ResourceSampler",
+    "RunWriter",
     "Section",
     "SectionStat",
     "SeriesData",
     "SizedTimedIterator",
+    "SlowStep",
     "Snapshot",
     "Source",
     "SourceUnavailable",
@@ -82,10 +88,12 @@ __all__ = [
     "TorchCudaSource",
     "TraceAnalysis",
     "TraceDiff",
+    "Window",
     "__version__",
     "all_loops",
     "analyze_trace",
     "cursor",
+    "data_series",
     "diff_traces",
     "disable",
     "enable",
@@ -95,11 +103,14 @@ __all__ = [
     "get_registry",
     "is_enabled",
     "loop_stats",
+    "metric_key",
     "monotonic_ns",
+    "phase_metrics",
     "report",
     "reset",
     "section",
     "snapshot",
+    "step_series",
     "timed",
     "timed_iter",
     "use_registry",

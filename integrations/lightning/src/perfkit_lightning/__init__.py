@@ -1,0 +1,25 @@
+"""perfkit for PyTorch Lightning.
+
+    from perfkit_lightning import PerfMonitor, tag_step
+    trainer = lightning.Trainer(callbacks=[PerfMonitor(console=True)])
+
+``PerfMonitor`` logs per-epoch train/val/test/predict metrics (``perf/val/step_ms_p95``,
+``perf/train/data_wait_fraction``, ...) to every logger, merges DDP ranks, and writes a
+run directory for ``perfkit report``. ``PerformanceProfilerCallback`` and
+``ThroughputMonitorCallback`` are presets with the keys of our users' earlier callbacks.
+"""
+
+from ._monitor import PHASES, PerfMonitor
+from ._presets import PerformanceProfilerCallback, ThroughputMonitorCallback
+from ._tags import tag_step
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PHASES",
+    "PerfMonitor",
+    "PerformanceProfilerCallback",
+    "ThroughputMonitorCallback",
+    "__version__",
+    "tag_step",
+]
