@@ -11,6 +11,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import psutil
 import pytest
 
 import perfkit
@@ -168,6 +169,7 @@ def test_a_forked_child_inherits_no_running_sampler_and_no_held_lock() -> None:
 
 
 def test_real_child_processes_are_measured_and_one_that_exits_is_skipped(reg: Registry) -> None:
+    before = len(psutil.Process().children())  # e.g. a forkserver another test started
     children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
     try:
         sampler = ResourceSampler(60, registry=reg, sources=["process"]).start()
@@ -180,7 +182,7 @@ def test_real_child_processes_are_measured_and_one_that_exits_is_skipped(reg: Re
         for c in children:
             c.kill()
             c.wait()
-    counts = reg.snapshot().gauge_data("workers.count").values.tolist()
+    counts = [c - before for c in reg.snapshot().gauge_data("workers.count").values.tolist()]
     assert counts[:2] == [2.0, 2.0]
     assert counts[2] == 1.0
 

@@ -11,9 +11,9 @@ from typing import Any
 import lightning as L
 import pytest
 from lightning.pytorch.loggers import CSVLogger, Logger
+from perfkit_lightning import PerfMonitor
 
 import perfkit
-from perfkit_lightning import PerfMonitor
 
 from .tiny import EmptyVal, Tiny, trainer
 
@@ -79,7 +79,9 @@ def test_data_wait_per_batch_and_its_share_of_the_epoch(fit: Fit) -> None:
 def test_throughput_and_the_validation_to_training_ratio(fit: Fit) -> None:
     samples = fit.values("perf/train/samples")
     assert samples == [32.0, 32.0]
-    for per_s, epoch_s in zip(fit.values("perf/train/samples_per_s"), fit.values("perf/train/epoch_s"), strict=True):
+    for per_s, epoch_s in zip(
+        fit.values("perf/train/samples_per_s"), fit.values("perf/train/epoch_s"), strict=True
+    ):
         assert per_s == pytest.approx(32 / epoch_s)
     assert all(v > 0 for v in fit.values("perf/val/time_per_sample_vs_train_ratio"))
     assert fit.values("perf/train/time_per_sample_vs_train_ratio") == []
@@ -127,7 +129,9 @@ def test_the_run_directory_holds_every_window_and_the_slowest_steps(fit: Fit) ->
 
 
 def test_console_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    t = trainer(str(tmp_path), [PerfMonitor(console=True, sample_resources=False)], logger=False, max_epochs=1)
+    t = trainer(
+        str(tmp_path), [PerfMonitor(console=True, sample_resources=False)], logger=False, max_epochs=1
+    )
     t.fit(Tiny())
     out = capsys.readouterr().out
     assert "[perfkit] train epoch 0: 8 steps in" in out
@@ -188,7 +192,10 @@ def test_a_logger_that_raises_is_warned_about_once_and_training_goes_on(tmp_path
         t.fit(Tiny())
     assert len([w for w in seen if "BrokenLogger" in str(w.message)]) == 1
     assert BrokenLogger.calls == 4  # two epochs of train and val: every one was tried
-    assert [float(r["perf/train/steps"]) for r in read_rows(logger) if r.get("perf/train/steps")] == [8.0, 8.0]
+    assert [float(r["perf/train/steps"]) for r in read_rows(logger) if r.get("perf/train/steps")] == [
+        8.0,
+        8.0,
+    ]
 
 
 def test_a_batch_size_fn_that_raises_turns_samples_off_with_one_warning(tmp_path: Path) -> None:
@@ -235,6 +242,8 @@ def test_non_numeric_tags_are_warned_about_once(tmp_path: Path) -> None:
         ({"registry": "default"}, TypeError, "registry must be a perfkit.Registry"),
     ],
 )
-def test_bad_arguments_fail_at_construction(kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
+def test_bad_arguments_fail_at_construction(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=message.replace("(", "\\(").replace(")", "\\)")):
         PerfMonitor(**kwargs)

@@ -6,10 +6,10 @@ from typing import Any
 
 import lightning as L
 import torch
+from perfkit_lightning import tag_step
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import perfkit
-from perfkit_lightning import tag_step
 
 
 class Numbers(Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -29,7 +29,13 @@ class Numbers(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
 class Tiny(L.LightningModule):
     def __init__(
-        self, *, train_n: int = 32, val_n: int = 16, batch_size: int = 4, workers: int = 0, context: str | None = None
+        self,
+        *,
+        train_n: int = 32,
+        val_n: int = 16,
+        batch_size: int = 4,
+        workers: int = 0,
+        context: str | None = None,
     ) -> None:
         super().__init__()
         self.layer = torch.nn.Linear(4, 1)

@@ -133,8 +133,10 @@ class PerfMonitor(Callback):
             self._unhook = hook_loaders(trainer, self._reg)
         if self.sample_resources and self._sampler is None:
             self._sampler = perfkit.ResourceSampler(self.sample_interval_s, registry=self._reg).start()
-        if self.save_run and self._writer is None and trainer.is_global_zero:
-            self._writer = perfkit.RunWriter(self._run_path(trainer), meta={"stage": stage})
+        if self.save_run and self._writer is None:
+            path = self._run_path(trainer)  # on every rank: trainer.log_dir is a collective under DDP
+            if trainer.is_global_zero:
+                self._writer = perfkit.RunWriter(path, meta={"stage": stage})
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         self._stop()
