@@ -30,7 +30,7 @@ from ._sampler import ResourceSampler
 from ._section import Section, section
 from ._snapshot import NodeTotals, Snapshot
 from ._sources import NvmlSource, ProcessSource, Source, SourceUnavailable, TorchCudaSource
-from ._state import disable, enable, is_enabled
+from ._state import Tracer, disable, enable, is_enabled, set_tracer
 from ._stats import SeriesData, Stats
 from ._timing import timed
 from ._trace_analysis import analyze_trace, diff_traces
@@ -88,6 +88,7 @@ __all__ = [
     "TorchCudaSource",
     "TraceAnalysis",
     "TraceDiff",
+    "Tracer",
     "Window",
     "__version__",
     "all_loops",
@@ -109,6 +110,7 @@ __all__ = [
     "report",
     "reset",
     "section",
+    "set_tracer",
     "snapshot",
     "step_series",
     "timed",

@@ -33,7 +33,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Section:
     """A named block timer; ``section(name)`` returns one. Use it with ``with`` or as a decorator.
 
-    The object holds no timing state: each ``with`` keeps its frame (parent, node, start)
+    The object holds no timing state: each ``with`` keeps its frame (parent, node, start, trace)
     on the current context's cell, so one ``Section`` can be entered recursively and from
     several threads at once, and ``section()`` can hand out a cached object instead of
     building a new one per block.
@@ -57,7 +57,9 @@ class Section:
         parent = cell[0]
         node = self._kids.get(parent) or NODES.child(parent, self.name)
         cell[0] = node
-        cell.append((self, parent, node, reg, reg.clock()))
+        tracer = SWITCH.tracer
+        trace = None if tracer is None else (tracer, tracer.begin(self.name))
+        cell.append((self, parent, node, reg, reg.clock(), trace))
         return self
 
     def __exit__(
@@ -78,8 +80,10 @@ class Section:
             if found is None:
                 return
             frame = found
-        _, parent, node, reg, t0 = frame[:5]
+        _, parent, node, reg, t0, trace = frame[:6]
         cell[0] = parent
+        if trace is not None:
+            trace[0].end(trace[1])
         buf = reg._buf
         buf += (node if exc_type is None else ~node, t0, t1)
         if len(buf) > DRAIN_AT:
@@ -115,10 +119,10 @@ class CudaSection(Section):
     ) -> None:
         cell = get_cell(None)
         frame = _find_frame(cell, self) if cell else None
-        if frame is None or len(frame) < 7:
+        if frame is None or len(frame) < 8:
             Section.__exit__(self, exc_type, exc, tb)
             return
-        _, parent, _, reg, t0, events, start = frame
+        _, parent, _, reg, t0, _, events, start = frame
         end = events()
         end.record()
         Section.__exit__(self, exc_type, exc, tb)

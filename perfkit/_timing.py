@@ -127,6 +127,8 @@ def _wrap_function(fn: Callable[..., R], name: str, registry: Registry | None) -
     def timed_call(*args: Any, **kwargs: Any) -> R:
         if not switch.on:
             return fn(*args, **kwargs)
+        if switch.tracer is not None:
+            return _traced_call(fn, name, registry, args, kwargs)
         reg = registry or current_registry()
         cell = get_cell(None) or new_cell()
         parent = cell[0]
@@ -149,6 +151,29 @@ def _wrap_function(fn: Callable[..., R], name: str, registry: Registry | None) -
         return result
 
     return timed_call
+
+
+def _traced_call(fn: Callable[..., R], name: str, registry: Registry | None, args: Any, kwargs: Any) -> R:
+    """``timed_call`` inside a profiler window: the call is also a named range of the trace."""
+    tracer = SWITCH.tracer
+    handle = tracer.begin(name) if tracer is not None else None
+    reg = registry or current_registry()
+    cell = get_cell(None) or new_cell()
+    parent = cell[0]
+    node = NODES.child(parent, name)
+    cell[0] = node
+    t0 = reg.clock()
+    failed = True
+    try:
+        result = fn(*args, **kwargs)
+        failed = False
+        return result
+    finally:
+        t1 = reg.clock()
+        cell[0] = parent
+        if tracer is not None:
+            tracer.end(handle)
+        add_record(reg, node, t0, t1, failed=failed)
 
 
 def _wrap_coroutine(

@@ -190,6 +190,8 @@ def _timed_next(it: Any, base_next: Callable[[Any], Any], settings: Settings) ->
     parent = cell[0]
     node = NODES.child(parent, settings.wait_name)
     cell[0] = node  # work done in this process to make the batch (no workers) nests under the wait
+    tracer = SWITCH.tracer
+    handle = tracer.begin(settings.wait_name) if tracer is not None else None
     t0 = reg.clock()
     try:
         data = base_next(it)
@@ -200,6 +202,8 @@ def _timed_next(it: Any, base_next: Callable[[Any], Any], settings: Settings) ->
         raise
     finally:
         cell[0] = parent
+        if tracer is not None:
+            tracer.end(handle)
     add_record(reg, node, t0, reg.clock(), failed=False)
     return data
 
