@@ -42,6 +42,8 @@ class RunWriter:
         from . import __version__
 
         (self.path / "windows").mkdir(parents=True, exist_ok=True)
+        if (self.path / "run.json").exists():  # another writer of the same run (a second callback)
+            return
         info = {"format": FORMAT, "perfkit": __version__, "started_unix": time.time(), "meta": meta}
         (self.path / "run.json").write_text(json.dumps(info, indent=2, default=str))
 

@@ -17,7 +17,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perfkit_lightning import PerfMonitor
+from perfkit_lightning import PerfMonitor, ProfilerCallback
 from tiny import Tiny
 
 
@@ -42,7 +42,16 @@ def main(out: str) -> None:
         strategy="ddp",
         max_epochs=2,
         logger=CSVLogger(out, name="ddp"),
-        callbacks=[PerfMonitor(sample_resources=False, top_k_slowest=2)],
+        callbacks=[
+            PerfMonitor(sample_resources=False, top_k_slowest=2),
+            ProfilerCallback(
+                profile_epochs=[1],
+                profile_steps=2,
+                warmup_steps=1,
+                phases=["train"],
+                output_dir=f"{out}/traces",
+            ),
+        ],
         enable_progress_bar=False,
         enable_model_summary=False,
         enable_checkpointing=False,

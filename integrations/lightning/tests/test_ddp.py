@@ -38,11 +38,11 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         output, _ = proc.communicate()
         pytest.fail("the DDP job hung:\n" + output[-3000:])
     assert proc.returncode == 0, output[-3000:]
-    return out / "ddp" / "version_0"
+    return out
 
 
-def rows(run: Path) -> list[dict[str, str]]:
-    with open(run / "metrics.csv", newline="") as fh:
+def rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "ddp" / "version_0" / "metrics.csv", newline="") as fh:
         return list(csv.DictReader(fh))
 
 
@@ -67,7 +67,7 @@ def test_the_slowest_rank_and_the_spread_of_mean_step_time(ddp_run: Path) -> Non
 
 
 def test_percentiles_are_over_the_union_of_both_ranks_samples(ddp_run: Path) -> None:
-    run_dir = ddp_run / "perfkit"
+    run_dir = ddp_run / "ddp" / "version_0" / "perfkit"
     lines = [json.loads(x) for x in (run_dir / "windows.jsonl").read_text().splitlines()]
     train = next(x for x in lines if x["phase"] == "train")
     snap = perfkit.Snapshot.from_json((run_dir / train["snapshot"]).read_text())
@@ -77,3 +77,11 @@ def test_percentiles_are_over_the_union_of_both_ranks_samples(ddp_run: Path) -> 
     by_thread = snap.by_thread("train.step")
     assert sorted(s.count for s in by_thread.values()) == [4, 4]
     assert {s["rank"] for s in train["slowest"]} <= {0, 1}
+
+
+def test_every_rank_profiles_the_same_steps(ddp_run: Path) -> None:
+    traces = sorted(p.name for p in (ddp_run / "traces").iterdir())
+    assert traces == ["train_epoch1_rank0.pt.trace.json.gz", "train_epoch1_rank1.pt.trace.json.gz"]
+    for name in traces:
+        analysis = perfkit.analyze_trace(ddp_run / "traces" / name)
+        assert analysis.step_count == 2

@@ -7,11 +7,16 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from perfkit_lightning import PerfMonitor, PerformanceProfilerCallback, ThroughputMonitorCallback
+from perfkit_lightning import (
+    PerfMonitor,
+    PerformanceProfilerCallback,
+    ProfilerCallback,
+    ThroughputMonitorCallback,
+)
 
 APP = """\
 defaults:
-  - callbacks: [perf_monitor, performance_profiler, throughput_monitor]
+  - callbacks: [perf_monitor, performance_profiler, throughput_monitor, profiler]
   - _self_
 """
 
@@ -36,6 +41,14 @@ def test_every_callback_config_instantiates_with_its_defaults(app: Path) -> None
     assert isinstance(callbacks["performance_profiler"], PerformanceProfilerCallback)
     assert callbacks["performance_profiler"].log_interval == 10
     assert isinstance(callbacks["throughput_monitor"], ThroughputMonitorCallback)
+    assert isinstance(callbacks["profiler"], ProfilerCallback)
+
+
+def test_the_seed_profiler_overrides_work(app: Path) -> None:
+    cfg = compose_app(app, ["callbacks.profiler.enabled=true", "callbacks.profiler.profile_epochs=[1,2]"])
+    profiler = instantiate(cfg.callbacks.profiler)  # type: ignore[attr-defined]
+    assert profiler.enabled is True
+    assert profiler.profile_epochs == frozenset({1, 2})
 
 
 def test_command_line_overrides_reach_the_callbacks(app: Path) -> None:
@@ -71,6 +84,7 @@ def test_configs_list_every_constructor_argument() -> None:
         ("perf_monitor.yaml", PerfMonitor),
         ("performance_profiler.yaml", PerformanceProfilerCallback),
         ("throughput_monitor.yaml", ThroughputMonitorCallback),
+        ("profiler.yaml", ProfilerCallback),
     ]:
         (node,) = yaml.safe_load((conf / file).read_text()).values()
         params = inspect.signature(cls.__init__).parameters

@@ -6,11 +6,13 @@
 ``PerfMonitor`` logs per-epoch train/val/test/predict metrics (``perf/val/step_ms_p95``,
 ``perf/train/data_wait_fraction``, ...) to every logger, merges DDP ranks, and writes a
 run directory for ``perfkit report``. ``PerformanceProfilerCallback`` and
-``ThroughputMonitorCallback`` are presets with the keys of our users' earlier callbacks.
+``ThroughputMonitorCallback`` are presets with the keys of our users' earlier callbacks;
+``ProfilerCallback`` opens torch.profiler windows on chosen epochs and reads the traces.
 """
 
 from ._monitor import PHASES, PerfMonitor
 from ._presets import PerformanceProfilerCallback, ThroughputMonitorCallback
+from ._profiler import ProfilerCallback
 from ._tags import tag_step
 
 __version__ = "0.1.0"
@@ -19,6 +21,7 @@ __all__ = [
     "PHASES",
     "PerfMonitor",
     "PerformanceProfilerCallback",
+    "ProfilerCallback",
     "ThroughputMonitorCallback",
     "__version__",
     "tag_step",
