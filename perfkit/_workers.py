@@ -188,7 +188,7 @@ def _timed_next(it: Any, base_next: Callable[[Any], Any], settings: Settings) ->
     reg = settings.registry or current_registry()
     cell = get_cell(None) or new_cell()
     parent = cell[0]
-    node = NODES.child(parent, settings.wait_name)
+    node = NODES.kids(settings.wait_name).get(parent) or NODES.child(parent, settings.wait_name)
     cell[0] = node  # work done in this process to make the batch (no workers) nests under the wait
     tracer = SWITCH.tracer
     handle = tracer.begin(settings.wait_name) if tracer is not None else None

@@ -19,6 +19,8 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 import perfkit
+from perfkit._context import NODES, get_cell, new_cell
+from perfkit._registry import add_record
 from perfkit._warn import WarnOnce
 
 from ._batch import first_dim
@@ -38,6 +40,7 @@ class _Phase:
     name: str
     epoch: int
     window: perfkit.Window
+    step_node: int
     t0: int = 0
     samples: int | None = 0
     slowest: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
@@ -200,7 +203,9 @@ class PerfMonitor(Callback):
                 return
         elif phase not in self.phases:
             return
-        self._open[phase] = _Phase(phase, trainer.current_epoch, perfkit.Window(self._reg))
+        # The step's node (its series, under whatever section is open now) is found once per epoch.
+        step_node = NODES.child((get_cell(None) or new_cell())[0], perfkit.step_series(phase))
+        self._open[phase] = _Phase(phase, trainer.current_epoch, perfkit.Window(self._reg), step_node)
 
     # ---- steps ------------------------------------------------------------------------------
 
@@ -288,7 +293,7 @@ class PerfMonitor(Callback):
         if state is None:
             return None
         t1 = self._reg.clock()
-        self._reg.record(perfkit.step_series(phase), state.t0, t1)
+        add_record(self._reg, state.step_node, state.t0, t1, failed=False)
         if state.samples is not None:
             n = self._batch_size(batch)
             state.samples = None if n is None else state.samples + n

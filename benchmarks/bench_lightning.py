@@ -1,0 +1,140 @@
+"""What perfkit's Lightning callbacks cost per training step, on a tiny CPU model.
+
+    python benchmarks/bench_lightning.py [--steps 400] [--rounds 5]
+
+Each configuration trains the same tiny model for 3 epochs of ``--steps`` steps;
+a timing callback, present in every configuration, reads the clock at the start
+and end of each training epoch. Configurations are interleaved over ``--rounds``
+rounds and the median per-step time is reported, with its difference from the
+run without callbacks.
+
+Part 1 (issue 5): an empty Callback, PerfMonitor with everything on (resource
+sampler, instrumented loader, run directory, slowest steps), and Lightning's
+ThroughputMonitor.
+Part 2 (issue 6): a ProfilerCallback with one window on epoch 1, against no
+callback and Lightning's ``profiler="pytorch"``; the steps of epochs 0 and 2,
+outside the window, are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, ThroughputMonitor
+from perfkit_lightning import PerfMonitor, ProfilerCallback
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Tiny(L.LightningModule):
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(32, 1)
+        self.steps = steps
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        n = self.steps * 8
+        return DataLoader(TensorDataset(torch.randn(n, 32), torch.randn(n, 1)), batch_size=8)
+
+
+class EpochClock(Callback):
+    """Per-step time of each training epoch (present in every configuration)."""
+
+    def __init__(self) -> None:
+        self.per_step: list[float] = []
+        self._t0 = 0.0
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.per_step.append((time.perf_counter() - self._t0) / trainer.num_training_batches)
+
+
+def fit(steps: int, callbacks: list[Callback], **trainer_kwargs: Any) -> list[float]:
+    clock = EpochClock()
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = L.Trainer(
+            max_epochs=3,
+            accelerator="cpu",
+            devices=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            default_root_dir=tmp,
+            callbacks=[clock, *callbacks],
+            **trainer_kwargs,
+        )
+        trainer.fit(Tiny(steps))
+    return clock.per_step
+
+
+Config = Callable[[str], tuple[list[Callback], dict[str, Any]]]
+
+
+def run(configs: dict[str, Config], steps: int, rounds: int, epochs: tuple[int, ...]) -> dict[str, float]:
+    samples: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(rounds):
+        for name, make in configs.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                callbacks, kwargs = make(tmp)
+                per_step = fit(steps, callbacks, **kwargs)
+            samples[name] += [per_step[e] for e in epochs]
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def table(title: str, medians: dict[str, float], base: str) -> str:
+    lines = [title, f"  {'configuration':<44}{'µs/step':>10}{'over ' + base:>22}"]
+    for name, value in medians.items():
+        delta = (value - medians[base]) * 1e6
+        lines.append(f"  {name:<44}{value * 1e6:>10.1f}{delta:>+18.1f} µs ({value / medians[base]:.2f}x)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    part1: dict[str, Config] = {
+        "no callback": lambda tmp: ([], {}),
+        "empty Callback": lambda tmp: ([Callback()], {}),
+        "PerfMonitor, every feature on": lambda tmp: ([PerfMonitor(run_dir=tmp, top_k_slowest=5)], {}),
+        "Lightning ThroughputMonitor": lambda tmp: ([ThroughputMonitor(batch_size_fn=lambda b: 8)], {}),
+    }
+    medians = run(part1, args.steps, args.rounds, epochs=(1, 2))
+    print(table("Part 1: per-step cost (epochs 1 and 2)", medians, "empty Callback"))
+    part2: dict[str, Config] = {
+        "no callback": lambda tmp: ([], {}),
+        "ProfilerCallback, window on epoch 1 only": lambda tmp: (
+            [ProfilerCallback(profile_epochs=[1], profile_steps=20, output_dir=tmp, console=False)],
+            {},
+        ),
+        'Trainer(profiler="pytorch")': lambda tmp: ([], {"profiler": "pytorch"}),
+    }
+    medians = run(part2, args.steps, args.rounds, epochs=(0, 2))
+    print("\n" + table("Part 2: steps outside the profiler window (epochs 0 and 2)", medians, "no callback"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
