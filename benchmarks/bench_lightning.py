@@ -109,6 +109,47 @@ def table(title: str, medians: dict[str, float], base: str) -> str:
     return "\n".join(lines)
 
 
+def own_work_per_step(n: int = 20_000) -> dict[str, float]:
+    """PerfMonitor's own work per step, timed directly (the fits above are noisy at the µs level).
+
+    The hooks' bodies on a real (tuple) batch, the instrumented loader's extra work per batch
+    (a DataLoader over a list without collation, so the loader itself costs little), and the
+    sampler thread's CPU per second spread over the steps of that second.
+    """
+    from perfkit_lightning._monitor import _Phase
+
+    import perfkit
+    import perfkit.torch
+
+    reg = perfkit.Registry()
+    monitor = PerfMonitor(registry=reg, sample_resources=False, save_run=False, top_k_slowest=5)
+    step_node = perfkit._context.NODES.child(perfkit._context.new_cell()[0], "train.step")
+    monitor._open["train"] = _Phase("train", 0, perfkit.Window(reg), step_node)
+    batch = (torch.zeros(8, 32), torch.zeros(8, 1))
+    t0 = time.perf_counter()
+    for i in range(n):
+        monitor._batch_start("train")
+        monitor._batch_end("train", batch, i, None)  # type: ignore[arg-type]
+    hooks = (time.perf_counter() - t0) / n
+
+    items = list(range(n))
+
+    def per_batch(loader: DataLoader[Any]) -> float:
+        t = time.perf_counter()
+        for _ in loader:
+            pass
+        return (time.perf_counter() - t) / n
+
+    plain = min(per_batch(DataLoader(items, batch_size=None)) for _ in range(3))
+    instrumented = perfkit.torch.instrument(DataLoader(items, batch_size=None), "train.data", time_wait=True)
+    loader = min(per_batch(instrumented) for _ in range(3)) - plain
+
+    sampler = perfkit.ResourceSampler(0.1, registry=reg).start()
+    time.sleep(3)
+    sampler.stop()
+    return {"hooks": hooks, "loader": loader, "sampler_cpu_share": sampler.cpu_time_s / 3}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400)
@@ -123,6 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     medians = run(part1, args.steps, args.rounds, epochs=(1, 2))
     print(table("Part 1: per-step cost (epochs 1 and 2)", medians, "empty Callback"))
+    own = own_work_per_step()
+    step = medians["empty Callback"]
+    share = own["sampler_cpu_share"] * step
+    print(
+        f"  PerfMonitor's own work per step, timed directly: hooks {own['hooks'] * 1e6:.1f} µs, loader wait "
+        f"timing {own['loader'] * 1e6:.1f} µs, sampler {own['sampler_cpu_share']:.2%} of a core "
+        f"(= {share * 1e6:.1f} µs of a {step * 1e6:.0f} µs step): "
+        f"{(own['hooks'] + own['loader'] + share) * 1e6:.1f} µs in all"
+    )
     part2: dict[str, Config] = {
         "no callback": lambda tmp: ([], {}),
         "ProfilerCallback, window on epoch 1 only": lambda tmp: (

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-import subprocess
-import sys
 import threading
 import time
 from types import SimpleNamespace
 from typing import Any
 
-import psutil
 import pytest
 
 import perfkit
@@ -19,6 +16,7 @@ from perfkit import PerfkitWarning, Registry, ResourceSampler
 from perfkit._warn import WarnOnce
 
 from .conftest import FakeClock
+from .processes import Family
 
 
 class Counter:
@@ -169,22 +167,19 @@ def test_a_forked_child_inherits_no_running_sampler_and_no_held_lock() -> None:
 
 
 def test_real_child_processes_are_measured_and_one_that_exits_is_skipped(reg: Registry) -> None:
-    before = len(psutil.Process().children())  # e.g. a forkserver another test started
-    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+    family = Family(2)
     try:
-        sampler = ResourceSampler(60, registry=reg, sources=["process"]).start()
+        source = perfkit.ProcessSource(pid=family.parent.pid, relist_s=0)
+        sampler = ResourceSampler(60, registry=reg, sources=[source]).start()
         sampler.sample_now()
-        children[0].kill()
-        children[0].wait()
+        family.kill(family.children[0])
         sampler.sample_now()
         sampler.stop()
     finally:
-        for c in children:
-            c.kill()
-            c.wait()
-    counts = [c - before for c in reg.snapshot().gauge_data("workers.count").values.tolist()]
-    assert counts[:2] == [2.0, 2.0]
-    assert counts[2] == 1.0
+        family.close()
+    counts = reg.snapshot().gauge_data("workers.count").values.tolist()
+    assert counts[:2] == [2.0, 2.0]  # at start, and by hand
+    assert counts[2:] == [1.0, 1.0]  # after the kill, and at stop
 
 
 def _fake_nvml(fail_util: bool = False) -> SimpleNamespace:

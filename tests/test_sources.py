@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +11,8 @@ import pytest
 
 from perfkit import NvmlSource, PerfkitWarning, ProcessSource, SourceUnavailable, TorchCudaSource
 from perfkit._warn import WarnOnce
+
+from .processes import Family
 
 MIB = 1024 * 1024
 
@@ -120,20 +120,17 @@ def test_nvml_without_per_process_figures_omits_them() -> None:
     assert not any(k.endswith("process_memory_mb") for k in source.sample(WarnOnce()))
 
 
-def test_process_source_measures_this_process_and_real_children() -> None:
-    before = len(psutil.Process().children())  # e.g. a forkserver another test started
-    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+def test_process_source_measures_a_process_and_its_real_children() -> None:
+    family = Family(3)
     try:
-        source = ProcessSource()
+        source = ProcessSource(pid=family.parent.pid)
         source.open()
         values = source.sample(WarnOnce())
     finally:
-        for c in children:
-            c.kill()
-            c.wait()
-    assert values["process.rss_mb"] > 10
-    assert values["workers.count"] == before + 3
-    per_child = [values[f"worker{i}.rss_mb"] for i in range(before + 3)]
+        family.close()
+    assert values["process.rss_mb"] > 1
+    assert values["workers.count"] == 3.0
+    per_child = [values[f"worker{i}.rss_mb"] for i in range(3)]
     assert values["workers.rss_mb"] == pytest.approx(sum(per_child))
     assert 0 < values["system.memory_percent"] < 100
 
@@ -141,8 +138,8 @@ def test_process_source_measures_this_process_and_real_children() -> None:
 class ChildExitsWhenRead:
     """psutil, except that reading a child's memory first kills that child for real."""
 
-    def __init__(self, victim: subprocess.Popen[bytes]) -> None:
-        self.victim = victim
+    def __init__(self, family: Family, victim: int) -> None:
+        self.family, self.victim = family, victim
         self.NoSuchProcess = psutil.NoSuchProcess
         self.AccessDenied = psutil.AccessDenied
         self.Error = psutil.Error
@@ -150,12 +147,11 @@ class ChildExitsWhenRead:
 
     def Process(self, pid: int | None = None) -> Any:
         proc = psutil.Process(pid)
-        if pid == self.victim.pid:
+        if pid == self.victim:
             real = proc.memory_info
 
             def memory_info() -> Any:
-                self.victim.kill()
-                self.victim.wait()
+                self.family.kill(self.victim)
                 return real()
 
             proc.memory_info = memory_info  # type: ignore[method-assign]
@@ -163,18 +159,14 @@ class ChildExitsWhenRead:
 
 
 def test_a_child_that_exits_between_listing_and_reading_is_skipped() -> None:
-    before = len(psutil.Process().children())
-    keep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    family = Family(2)
     try:
-        source = ProcessSource(ChildExitsWhenRead(victim))  # type: ignore[arg-type]
+        source = ProcessSource(ChildExitsWhenRead(family, family.children[1]), pid=family.parent.pid)  # type: ignore[arg-type]
         source.open()
         values = source.sample(WarnOnce())
     finally:
-        for c in (keep, victim):
-            c.kill()
-            c.wait()
-    assert values["workers.count"] == before + 1
+        family.close()
+    assert values["workers.count"] == 1.0
 
 
 def test_torch_cuda_source_needs_cuda() -> None:
