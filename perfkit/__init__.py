@@ -25,11 +25,16 @@ from ._loops import LoopStats, all_loops, loop_stats
 from ._phases import PhaseWindow, SlowStep, data_series, metric_key, phase_metrics, step_series
 from ._registry import Cursor, Registry, get_registry, use_registry
 from ._report import report
+from ._report_html import write_html_report
+from ._report_upload import attach_report_to_wandb, log_report_to_mlflow
+from ._run_reader import RunData, RunTrace, RunWindow, read_run
 from ._rundir import RunWriter
 from ._sampler import ResourceSampler
 from ._section import Section, section
+from ._sinks import JsonlSink, MlflowSink, Sink, WandbSink
 from ._snapshot import NodeTotals, Snapshot
 from ._sources import NvmlSource, ProcessSource, Source, SourceUnavailable, TorchCudaSource
+from ._standalone import ScriptWindow, window
 from ._state import Tracer, disable, enable, is_enabled, set_tracer
 from ._stats import SeriesData, Stats
 from ._timing import timed
@@ -59,9 +64,11 @@ __all__ = [
     "Finding",
     "GaugeData",
     "GaugeStats",
+    "JsonlSink",
     "KernelStat",
     "LoopStats",
     "MemoryPeak",
+    "MlflowSink",
     "NodeTotals",
     "NvmlSource",
     "OpStat",
@@ -72,10 +79,15 @@ __all__ = [
     "ProcessSource",
     "Registry",
     "ResourceSampler",
+    "RunData",
+    "RunTrace",
+    "RunWindow",
     "RunWriter",
+    "ScriptWindow",
     "Section",
     "SectionStat",
     "SeriesData",
+    "Sink",
     "SizedTimedIterator",
     "SlowStep",
     "Snapshot",
@@ -89,10 +101,12 @@ __all__ = [
     "TraceAnalysis",
     "TraceDiff",
     "Tracer",
+    "WandbSink",
     "Window",
     "__version__",
     "all_loops",
     "analyze_trace",
+    "attach_report_to_wandb",
     "cursor",
     "data_series",
     "diff_traces",
@@ -103,10 +117,12 @@ __all__ = [
     "format_seconds",
     "get_registry",
     "is_enabled",
+    "log_report_to_mlflow",
     "loop_stats",
     "metric_key",
     "monotonic_ns",
     "phase_metrics",
+    "read_run",
     "report",
     "reset",
     "section",
@@ -116,5 +132,7 @@ __all__ = [
     "timed",
     "timed_iter",
     "use_registry",
+    "window",
     "write_chrome_trace",
+    "write_html_report",
 ]

@@ -2,6 +2,7 @@
 
     perfkit analyze profiler_traces/train_epoch1.pt.trace.json.gz --top-k 5
     perfkit diff before.pt.trace.json.gz after.pt.trace.json.gz --json
+    perfkit report lightning_logs/version_0/perfkit -o report.html
 
 A new subcommand is a ``_add_<name>(subparsers)`` function that sets ``run`` (a callable taking
 the parsed arguments, printing, returning the exit code) and one entry in ``_COMMANDS``. Bad
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeAlias
 
+from ._report_html import write_html_report
 from ._trace_analysis import analyze_trace, diff_traces
 from ._trace_format import format_analysis, format_diff
 
@@ -76,6 +78,23 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_report(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser("report", help="write a run directory's HTML report (one self-contained file)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("-o", "--out", metavar="FILE", help="where to write it (default RUN_DIR/report.html)")
+    p.set_defaults(run=_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    try:
+        path = write_html_report(args.run_dir, args.out)
+    except ImportError as exc:  # matplotlib is an optional dependency
+        print(f"perfkit: error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=_positive_int, default=10, metavar="N", help="rows per table (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -94,4 +113,5 @@ def _positive_int(text: str) -> int:
 _COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_analyze,
     _add_diff,
+    _add_report,
 )

@@ -26,6 +26,7 @@ from perfkit._warn import WarnOnce
 from ._batch import first_dim
 from ._ddp import gather
 from ._loaders import hook_loaders
+from ._sampling import lease, release
 from ._summary import summary_line
 from ._tags import take_tags
 
@@ -135,7 +136,7 @@ class PerfMonitor(Callback):
         if self._unhook is None:
             self._unhook = hook_loaders(trainer, self._reg)
         if self.sample_resources and self._sampler is None:
-            self._sampler = perfkit.ResourceSampler(self.sample_interval_s, registry=self._reg).start()
+            self._sampler = lease(self._reg, self.sample_interval_s)
         if self.save_run and self._writer is None:
             path = self._run_path(trainer)  # on every rank: trainer.log_dir is a collective under DDP
             if trainer.is_global_zero:
@@ -151,7 +152,7 @@ class PerfMonitor(Callback):
 
     def _stop(self) -> None:
         if self._sampler is not None:
-            self._sampler.stop()
+            release(self._sampler)
             self._sampler = None
         if self._unhook is not None:
             self._unhook()

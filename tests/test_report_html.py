@@ -1,0 +1,224 @@
+"""The HTML report: every section from a run directory, self-contained, and rendered by Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import perfkit
+from perfkit._cli import main
+from perfkit._report_html import SECTIONS, write_html_report
+from perfkit._standalone import window
+
+from .conftest import FakeClock
+from .run_dirs import add_trace, synthetic_run
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path, clock: FakeClock, reg: perfkit.Registry) -> Path:
+    return synthetic_run(tmp_path / "run", clock, reg, trace=True)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The report of a synthetic run (see run_dirs), written once for the tests that only read it."""
+    clock = FakeClock()
+    run = synthetic_run(
+        tmp_path_factory.mktemp("page") / "run", clock, perfkit.Registry(clock=clock), trace=True
+    )
+    return write_html_report(run).read_text()
+
+
+def section(page: str, name: str) -> str:
+    match = re.search(rf'<section id="{name}">(.*?)</section>', page, re.S)
+    assert match, f"no section {name!r}"
+    return match.group(1)
+
+
+def test_every_section_has_its_heading_and_the_plots_are_matplotlib_svg(page: str) -> None:
+    assert re.findall(r'<section id="(\w+)"><h2>', page) == list(SECTIONS)
+    assert len(re.findall(r"<svg ", section(page, "steps"))) == 1
+    assert len(re.findall(r"<svg ", section(page, "time"))) == 1  # no worker plot: no workers
+    assert len(re.findall(r"<svg ", section(page, "memory"))) == 1
+    assert len(re.findall(r"<svg ", section(page, "profiler"))) == 1
+    assert "<script" not in page
+
+
+def test_findings_say_what_dominates_and_what_changed(page: str) -> None:
+    findings = section(page, "findings")
+    for text in (
+        "validation takes 58% of the measured time (3 epochs, 180.00 ms), training 42%",
+        "validation spends 80% of its epoch 2 waiting for data: 12.00 ms per batch against 3.00 ms",
+        "the slowest section in validation is postprocess: 12.00 ms of self time, 20% of its epoch 2",
+        "validation takes 2.1x training&#x27;s time per sample (3.75 ms against 1.75 ms in epoch 2)",
+        "training step p95 grew 100% from epoch 0 to epoch 2 (3.00 ms → 6.00 ms)",
+        "process memory peak grew 25% from train epoch 0 to val epoch 2 (400 MB → 500 MB)",
+    ):
+        assert text in findings
+
+
+def test_time_section_has_the_section_tree_with_self_time(page: str) -> None:
+    time_section = section(page, "time")
+    row = re.search(r'<tr><td class="tree">postprocess</td>(.*?)</tr>', time_section)
+    assert row
+    assert re.findall(r"<td>(.*?)</td>", row.group(1))[:3] == ["12", "36.00 ms", "36.00 ms"]
+
+
+def test_slowest_steps_and_profiler_windows_with_a_relative_trace_link(page: str) -> None:
+    assert "<td>train</td><td>2</td><td>0</td><td>0</td><td>6.00 ms</td>" in section(page, "slowest")
+    profiler = section(page, "profiler")
+    assert (
+        '<h3>train epoch 1, rank 0</h3><p>trace: <a href="traces/train_epoch1.pt.trace.json.gz">' in profiler
+    )
+    assert "<th>CPU op</th>" in profiler
+    assert "<td>aten::addmm</td>" in profiler
+
+
+def test_the_page_references_nothing_outside_itself(synthetic: Path) -> None:
+    page = write_html_report(synthetic, synthetic.parent / "elsewhere.html").read_text()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
+    assert not re.search(r"url\((?!#)|@import|<link|<script|<img", page)  # url(#clip) is in-page
+    assert 'href="run/traces/train_epoch1.pt.trace.json.gz"' in page  # relative to the page
+
+
+def test_a_killed_run_still_reports_and_says_what_is_missing(
+    tmp_path: Path, clock: FakeClock, reg: perfkit.Registry
+) -> None:
+    run = synthetic_run(tmp_path / "run", clock, reg, finish=False)
+    text = (run / "windows.jsonl").read_text()
+    (run / "windows.jsonl").write_text(text[: text.rindex('{"phase"') + 50])
+    page = write_html_report(run).read_text()
+    findings = section(page, "findings")
+    assert "windows.jsonl line 6 is truncated (the run was killed): skipped" in findings
+    assert "final.json is missing: the run did not finish" in findings
+    assert "the section tree and memory below are the sum of the windows" in findings
+    assert "no profiler windows in this run" in section(page, "profiler")
+    assert "<svg " in section(page, "memory")
+
+
+def test_cli_writes_where_asked_and_exits_2_naming_a_broken_file(
+    synthetic: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", str(synthetic), "-o", str(tmp_path / "out.html")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "out.html")
+    assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>")
+    (synthetic / "windows" / "val_epoch1.json").write_text("{not json")
+    assert main(["report", str(synthetic)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"perfkit: error: {synthetic / 'windows' / 'val_epoch1.json'}: not JSON")
+
+
+# ---- a real run, opened in headless Chromium ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium; installed with apt-get when missing and running as root, else a skip."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if os.geteuid() != 0:
+        pytest.skip("chromium is not installed (apt-get install -y chromium needs root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "chromium"]
+    done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:  # stale package lists: refresh them once
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
+        done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0 or not shutil.which("chromium"):
+        pytest.skip(f"apt-get install -y chromium failed: {done.stderr.strip()[-300:]}")
+    return str(shutil.which("chromium"))
+
+
+class Rows:
+    """A dataset whose items take a few ms to load (in DataLoader workers), timed as ``load``."""
+
+    def __len__(self) -> int:
+        return 24
+
+    @perfkit.timed("load")
+    def __getitem__(self, i: int) -> np.ndarray:
+        time.sleep(0.003)  # stands for reading and decoding a file; nothing here measures it
+        return np.full(8, float(i), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two epochs with two DataLoader workers per phase, process memory sampled, one trace."""
+    pytest.importorskip("torch")
+    pytest.importorskip("psutil")  # the sampler's process source
+    from torch.utils.data import DataLoader
+
+    import perfkit.torch as ptorch
+
+    path = tmp_path_factory.mktemp("real") / "run"
+    reg = perfkit.Registry()
+    run = perfkit.RunWriter(path)
+    with perfkit.use_registry(reg), perfkit.ResourceSampler(0.02, sources=["process"]):
+        for epoch in range(2):
+            for phase in ("train", "val"):
+                loader = DataLoader(Rows(), batch_size=4, num_workers=2, multiprocessing_context="fork")
+                with window(phase, epoch=epoch, run=run) as w:
+                    for batch in w.iterate(ptorch.instrument(loader, perfkit.data_series(phase))):
+                        with perfkit.section("forward"):
+                            (batch @ batch.T).sum()
+        add_trace(run, phase="val", epoch=1)
+        run.finish(reg.snapshot())
+    return path
+
+
+def render(chromium: str, page: Path, tmp: Path) -> tuple[str, str, Path]:
+    """Open ``page`` once: its DOM, Chromium's log and a 1280x2400 screenshot."""
+    shot = tmp / "shot.png"
+    command = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'profile'}", "--dump-dom"]
+    command += [f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, done.stderr, shot
+
+
+def test_chromium_renders_every_section_with_no_console_message_and_a_drawn_page(
+    chromium: str, real_run: Path, tmp_path: Path
+) -> None:
+    from matplotlib.image import imread
+
+    dom, log, shot = render(chromium, write_html_report(real_run), tmp_path)
+    assert [m for m in log.splitlines() if ":CONSOLE" in m] == []
+    assert re.findall(r'<section id="(\w+)">', dom) == list(SECTIONS)
+    sizes = re.findall(r'<svg [^>]*width="([\d.]+)pt" height="([\d.]+)pt"', dom)
+    assert len(sizes) == 5  # steps, time split, workers, memory, profiler
+    assert all(float(w) > 100 and float(h) > 50 for w, h in sizes)
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape == (2400, 1280, 3)
+    rgb = (pixels * 255).astype(np.uint32)
+    colours = np.unique(rgb[..., 0] << 16 | rgb[..., 1] << 8 | rgb[..., 2])
+    assert len(colours) > 50  # text, lines, bars and shaded windows, not a flat page
+    assert 0.05 < (pixels < 0.95).any(axis=-1).mean() < 0.9  # share of pixels that are not white
+
+
+def test_the_console_check_sees_a_script_error(chromium: str, tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body><script>undefinedFunction()</script></body></html>")
+    _, log, _ = render(chromium, page, tmp_path)
+    assert any(":CONSOLE" in m and "Uncaught ReferenceError" in m for m in log.splitlines())

@@ -1,0 +1,112 @@
+"""read_run: a run directory read back and checked; broken files are named, a killed run still reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import perfkit
+from perfkit._run_reader import read_run
+
+from .conftest import FakeClock
+from .run_dirs import synthetic_run
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, clock: FakeClock, reg: perfkit.Registry) -> Path:
+    return synthetic_run(tmp_path / "run", clock, reg, epochs=2, trace=True)
+
+
+def lines(run_dir: Path) -> list[str]:
+    return (run_dir / "windows.jsonl").read_text().splitlines(keepends=True)
+
+
+def test_windows_traces_and_the_final_snapshot_are_read(run_dir: Path) -> None:
+    run = read_run(run_dir)
+    assert [(w.phase, w.epoch, w.step) for w in run.windows] == [
+        ("train", 0, 0),
+        ("val", 0, 1),
+        ("train", 1, 2),
+        ("val", 1, 3),
+    ]
+    val = run.windows[1]
+    assert val.samples == 16
+    assert val.wall_s == pytest.approx(0.060)
+    assert val.metric("data_wait_fraction") == pytest.approx(0.8)
+    assert val.snapshot["val.step"].count == 4
+    assert val.end_ns - val.start_ns == 60_000_000
+    assert [s.duration_s for s in run.windows[2].slowest][:1] == [pytest.approx(0.0045)]
+    assert [(t.phase, t.epoch, t.trace.name) for t in run.traces] == [
+        ("train", 1, "train_epoch1.pt.trace.json.gz")
+    ]
+    assert run.traces[0].summary is not None
+    assert run.traces[0].summary["step_count"] > 0
+    assert run.final is not None
+    assert run.final["train.step"].count == 16
+    assert run.meta["meta"] == {"script": "synthetic"}
+    assert run.problems == ()
+
+
+def test_metrics_are_found_whatever_the_logger_prefix(run_dir: Path) -> None:
+    text = (run_dir / "windows.jsonl").read_text().replace('"perf/', '"lightning/perf/')
+    (run_dir / "windows.jsonl").write_text(text)
+    assert read_run(run_dir).windows[0].metric("steps") == 8.0
+
+
+def test_a_missing_directory_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=f"run directory {tmp_path / 'nope'} does not exist"):
+        read_run(tmp_path / "nope")
+
+
+def test_no_windows_file_is_an_error_naming_it(run_dir: Path) -> None:
+    (run_dir / "windows.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match=r"windows\.jsonl is missing: no window of this run finished"):
+        read_run(run_dir)
+
+
+def test_a_corrupt_line_in_the_middle_is_an_error_naming_file_and_line(run_dir: Path) -> None:
+    text = lines(run_dir)
+    text[1] = text[1][:40] + "\n"
+    (run_dir / "windows.jsonl").write_text("".join(text))
+    with pytest.raises(ValueError, match=r"windows\.jsonl line 2: not JSON"):
+        read_run(run_dir)
+
+
+def test_a_line_without_a_required_field_is_an_error_naming_the_field(run_dir: Path) -> None:
+    text = lines(run_dir)
+    line = json.loads(text[0])
+    del line["epoch"]
+    text[0] = json.dumps(line) + "\n"
+    (run_dir / "windows.jsonl").write_text("".join(text))
+    with pytest.raises(ValueError, match=r"windows\.jsonl line 1: 'epoch' is missing or not an integer"):
+        read_run(run_dir)
+
+
+def test_a_missing_snapshot_file_is_an_error_naming_it(run_dir: Path) -> None:
+    (run_dir / "windows" / "val_epoch0.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"windows/val_epoch0\.json is missing \(the snapshot of val"):
+        read_run(run_dir)
+
+
+def test_a_corrupt_snapshot_or_final_file_is_an_error_naming_it(run_dir: Path) -> None:
+    (run_dir / "final.json").write_text('{"format": 1, "series"')
+    with pytest.raises(ValueError, match=r"final\.json: not JSON"):
+        read_run(run_dir)
+    (run_dir / "final.json").write_text('{"format": 99}')
+    with pytest.raises(ValueError, match=r"final\.json: not a perfkit snapshot"):
+        read_run(run_dir)
+
+
+def test_a_killed_run_reads_up_to_its_last_complete_window(run_dir: Path) -> None:
+    text = lines(run_dir)
+    (run_dir / "windows.jsonl").write_text("".join(text[:3]) + text[3][:60])  # killed mid-write
+    (run_dir / "final.json").unlink()
+    run = read_run(run_dir)
+    assert [(w.phase, w.epoch) for w in run.windows] == [("train", 0), ("val", 0), ("train", 1)]
+    assert run.final is None
+    assert run.problems == (
+        "windows.jsonl line 4 is truncated (the run was killed): skipped",
+        "final.json is missing: the run did not finish (killed, or still running)",
+    )
