@@ -1,5 +1,5 @@
 # make test: set up .venv if needed, then ruff, mypy --strict and pytest.
-# make demo: set up .venv if needed, then run the main example.
+# make demo: set up .venv if needed, then run the OCR demo (examples/ocr_dbnet).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -28,7 +28,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest
 
 demo: $(STAMP)
-	$(BIN)/python examples/standalone.py
+	$(BIN)/python -m examples.ocr_dbnet
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py

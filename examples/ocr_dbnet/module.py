@@ -88,10 +88,14 @@ def make_loaders(
     multiprocessing_context: str | None = None,
     persistent_workers: bool = False,
     seed: int = 0,
+    val_image_size: int | None = None,
+    val_lines: tuple[int, int] | None = None,
 ) -> tuple[DataLoader[Sample], DataLoader[Sample]]:
     """Train (augmented, shuffled) and val loaders of synthetic receipts, collated by ``db_collate_fn``.
 
-    Train and val receipts come from different seeds, so they never coincide.
+    Train and val receipts come from different seeds, so they never coincide. Validation may use
+    larger, denser receipts (``val_image_size``, ``val_lines``), as OCR pipelines validate on whole
+    pages while they train on smaller crops.
     """
     common: dict[str, Any] = {
         "batch_size": batch_size,
@@ -101,7 +105,9 @@ def make_loaders(
         "persistent_workers": persistent_workers and num_workers > 0,
     }
     train = SyntheticReceipts(train_size, image_size=image_size, lines=lines, seed=seed, augment=True)
-    val = SyntheticReceipts(val_size, image_size=image_size, lines=lines, seed=seed + 1_000_003)
+    val = SyntheticReceipts(
+        val_size, image_size=val_image_size or image_size, lines=val_lines or lines, seed=seed + 1_000_003
+    )
     generator = torch.Generator().manual_seed(seed)
     return (
         DataLoader(train, shuffle=True, drop_last=False, generator=generator, **common),

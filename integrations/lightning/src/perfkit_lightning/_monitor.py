@@ -375,14 +375,12 @@ class PerfMonitor(Callback):
 
     def _emit(self, trainer: Trainer, window: perfkit.PhaseWindow, metrics: Mapping[str, float]) -> None:
         """On rank 0: log the metrics, save the window, print the summary. Presets override this."""
-        self.log_to_loggers(trainer, metrics, _log_step(trainer, window.phase))
-        self._write(window, metrics, trainer)
+        step = _log_step(trainer, window.phase)
+        self.log_to_loggers(trainer, metrics, step)
+        if self._writer is not None:
+            self._writer.add_window(window, metrics, step=step)
         if self.console:
             print(summary_line(window, metrics, prefix=self.prefix), flush=True)
-
-    def _write(self, window: perfkit.PhaseWindow, metrics: Mapping[str, float], trainer: Trainer) -> None:
-        if self._writer is not None:
-            self._writer.add_window(window, metrics, step=_log_step(trainer, window.phase))
 
     def log_to_loggers(self, trainer: Trainer, metrics: Mapping[str, float], step: int) -> None:
         """Send ``metrics`` to every logger; one that raises is warned about once and skipped."""

@@ -39,7 +39,10 @@ class PerformanceProfilerCallback(PerfMonitor):
     def __init__(
         self, enabled: bool = True, log_interval: int = 10, profile_memory: bool = True, verbose: bool = False
     ) -> None:
-        super().__init__(enabled=enabled, phases=("val",), sample_resources=profile_memory, top_k_slowest=0)
+        # Presets log their own keys; the run directory is PerfMonitor's to write.
+        super().__init__(
+            enabled=enabled, phases=("val",), sample_resources=profile_memory, top_k_slowest=0, save_run=False
+        )
         self.log_interval = _check_interval(log_interval)
         self.profile_memory = profile_memory
         self.verbose = verbose
@@ -78,7 +81,6 @@ class PerformanceProfilerCallback(PerfMonitor):
         if self.profile_memory:
             out.update(_memory_keys(snap))
         self.log_to_loggers(trainer, out, _log_step(trainer, "val"))
-        super()._write(window, metrics, trainer)
         if self.verbose:
             print(_validation_summary(window, out), flush=True)
 
@@ -133,7 +135,9 @@ class ThroughputMonitorCallback(PerfMonitor):
         track_timing: bool = True,
         memory_probes: Mapping[str, Callable[[], int]] | None = None,
     ) -> None:
-        super().__init__(enabled=enabled, phases=("train",), sample_resources=track_memory, top_k_slowest=0)
+        super().__init__(
+            enabled=enabled, phases=("train",), sample_resources=track_memory, top_k_slowest=0, save_run=False
+        )
         self.log_interval = _check_interval(log_interval)
         self.track_memory = track_memory
         self.track_timing = track_timing
@@ -157,7 +161,6 @@ class ThroughputMonitorCallback(PerfMonitor):
         if self.track_memory:
             out.update(self._memory(snap))
         self.log_to_loggers(trainer, out, _log_step(trainer, "train"))
-        super()._write(window, metrics, trainer)
         print(_throughput_block(window.epoch, out), flush=True)
 
     def _timing(self, snap: perfkit.Snapshot) -> dict[str, float]:

@@ -1,0 +1,82 @@
+"""The examples run, with tiny settings, exactly as a user would start them."""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "examples" / "ocr_dbnet" / "configs"
+
+
+def test_the_seed_overrides_compose() -> None:
+    overrides = [
+        "callbacks.profiler.enabled=true",
+        "callbacks.profiler.profile_epochs=[1]",
+        "callbacks.performance_profiler.verbose=true",
+        "trainer.max_epochs=2",
+    ]
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("demo", overrides=overrides)
+    assert cfg.callbacks.profiler.enabled is True
+    assert list(cfg.callbacks.profiler.profile_epochs) == [1]
+    assert cfg.callbacks.performance_profiler.verbose is True
+    assert cfg.trainer.max_epochs == 2
+    assert set(cfg.callbacks) == {"perf_monitor", "performance_profiler", "profiler"}
+    assert cfg.callbacks.perf_monitor._target_ == "perfkit_lightning.PerfMonitor"
+
+
+def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
+    tiny = [
+        "data.train_size=8",
+        "data.val_size=4",
+        "data.image_size=128",
+        "data.val_image_size=128",
+        "data.lines=[3,5]",
+        "data.val_lines=[3,5]",
+        "pretrain.epochs=1",
+        f"pretrain.cache_dir={tmp_path / 'cache'}",
+        "callbacks.profiler.profile_steps=1",
+        "callbacks.profiler.warmup_steps=0",
+        f"hydra.run.dir={tmp_path / 'out'}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.ocr_dbnet", *tiny],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    for text in (
+        "[perfkit] val epoch 1",
+        "[perfkit] train epoch 1",
+        "[Profiler] Trace exported",
+        "[demo] Outputs:",
+    ):
+        assert text in out
+    assert "Where validation spent its time" in out
+    assert (tmp_path / "out" / "csv" / "metrics.csv").exists()
+    assert (tmp_path / "out" / "csv" / "perfkit" / "report.html").exists()
+    assert list((tmp_path / "out" / "profiler_traces").glob("val_epoch1*.json.gz"))
+
+
+def test_the_standalone_example_prints_a_report_per_epoch(capsys: pytest.CaptureFixture[str]) -> None:
+    runpy.run_path(str(ROOT / "examples" / "standalone.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert out.count("== epoch") == 2
+    assert "collate" in out
+    assert "waiting" in out
+
+
+def test_the_minimal_lightning_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(str(ROOT / "examples" / "lightning_minimal.py"), run_name="__main__")
+    (csv,) = tmp_path.glob("lightning_logs/minimal/version_0/metrics.csv")
+    assert "perf/train/step_ms_p95" in csv.read_text().splitlines()[0]
