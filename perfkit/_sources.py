@@ -135,7 +135,6 @@ class ProcessSource:
         # within relist_s; exited ones are skipped at once).
         self._relist_s = relist_s
         self._listed_at = -1e18
-        self._system_at = -1e18  # the machine's memory % (about 80 µs to read) changes slowly: once a second
 
     def open(self) -> None:
         ps: Any = self._module or _import("psutil", "system")
@@ -148,11 +147,8 @@ class ProcessSource:
         out = {
             "process.rss_mb": proc.memory_info().rss / _MB,
             "process.cpu_percent": proc.cpu_percent(None),
+            "system.memory_percent": ps.virtual_memory().percent,
         }
-        now = time.monotonic()
-        if now - self._system_at >= self._relist_s:
-            self._system_at = now
-            out["system.memory_percent"] = ps.virtual_memory().percent
         total = 0.0
         alive = 0
         for child in self._current_children(warn):
