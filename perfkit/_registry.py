@@ -30,16 +30,13 @@ from ._gauges import GaugeRing
 from ._gpu_events import EventFactory, PendingGpu
 from ._ring import I64, Bools, Ring
 from ._snapshot import Snapshot
-from ._transfer import RecordBatch, pack, unpack
+from ._transfer import OUTBOX_MAX, Mailbox, RecordBatch, unpack
 from ._validate import check_name
 from ._windows import Cursor as Cursor
 from ._windows import ThreadTable, gauge_windows, node_windows, series_window
 
 DRAIN_AT = 3 * 4096
 """Pending ints (three per record) that trigger a drain on the recording thread."""
-
-OUTBOX_MAX = 256 * 1024
-"""Records a forwarding registry (in a DataLoader worker) holds before it drops the newest."""
 
 
 _ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -69,19 +66,14 @@ class Registry:
         "_generation",
         "_gpu",
         "_id",
-        "_inbox",
         "_lock",
+        "_mail",
         "_nodes",
-        "_outbox",
-        "_outbox_dropped",
-        "_outbox_len",
-        "_outbox_max",
         "_pid",
         "_rings",
         "_start_ns",
         "capacity",
         "clock",
-        "dropped_in_transfer",
         "gpu_events",
     )
 
@@ -108,13 +100,7 @@ class Registry:
         self._id = next(_IDS)
         self._pid = os.getpid()
         self._start_ns = self.clock()
-        self._outbox: list[tuple[I64, I64, I64, Bools]] | None = None
-        self._outbox_len = 0
-        self._outbox_dropped = 0
-        self._outbox_max = OUTBOX_MAX
-        self._inbox: list[RecordBatch] = []
-        self.dropped_in_transfer = 0
-        """Records that workers had to drop before handing them over (exact, since the start)."""
+        self._mail = Mailbox()
         _ALL.add(self)
         _BY_ID[self._id] = self
 
@@ -166,8 +152,10 @@ class Registry:
 
     def _drain(self, *, wait_gpu: bool) -> None:
         with self._lock:
-            if self._inbox:
-                self._ingest_inbox()
+            if self._mail.inbox:
+                for batch in self._mail.received():
+                    if len(batch):
+                        self.ingest(unpack(batch), batch.starts, batch.durations, batch.errors)
             buf = self._buf
             if self._gpu.items:
                 buf += self._gpu.resolve(wait=wait_gpu)
@@ -185,8 +173,8 @@ class Registry:
     def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
         """Append columns of records (oldest first) whose nodes are interned in this process."""
         with self._lock:
-            if self._outbox is not None:
-                self._to_outbox(nodes, starts, durations, errors)
+            if self._mail.outbox is not None:
+                self._mail.keep(nodes, starts, durations, errors)
                 return
             counts = np.bincount(nodes)
             present = np.flatnonzero(counts)
@@ -222,52 +210,22 @@ class Registry:
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
             raise ValueError(f"max_records must be an int >= 0, got {max_records!r}")
         with self._lock:
-            self._outbox = []
-            self._outbox_max = max_records
+            self._mail.forward(max_records)
 
     def take_records(self) -> RecordBatch | None:
         """Everything recorded since the last call, ready to travel; None when there is nothing."""
         with self._lock:
             self._drain(wait_gpu=False)
-            if not self._outbox and not self._outbox_dropped:
-                return None
-            empty = np.zeros(0, np.int64)
-            nodes, starts, durations = empty, empty, empty
-            errors = np.zeros(0, np.bool_)
-            if self._outbox:
-                nodes = np.concatenate([c[0] for c in self._outbox])
-                starts = np.concatenate([c[1] for c in self._outbox])
-                durations = np.concatenate([c[2] for c in self._outbox])
-                errors = np.concatenate([c[3] for c in self._outbox])
-            batch = pack(nodes, starts, durations, errors, self._outbox_dropped)
-            self._outbox = []
-            self._outbox_len = self._outbox_dropped = 0
-            return batch
+            return self._mail.take()
 
     def receive(self, batch: RecordBatch) -> None:
         """Queue a worker's records; they join the registry at the next drain (no lock taken here)."""
-        self._inbox.append(batch)
+        self._mail.inbox.append(batch)
 
-    def _to_outbox(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
-        assert self._outbox is not None
-        room = self._outbox_max - self._outbox_len
-        n = len(nodes)
-        if n > room:  # the main process is not reading: drop the newest, count them
-            self._outbox_dropped += n - max(room, 0)
-            n = max(room, 0)
-        if n:
-            self._outbox.append((nodes[:n], starts[:n], durations[:n], errors[:n]))
-            self._outbox_len += n
-
-    def _ingest_inbox(self) -> None:
-        inbox = self._inbox
-        n = len(inbox)
-        batches = inbox[:n]
-        del inbox[:n]
-        for batch in batches:
-            self.dropped_in_transfer += batch.dropped
-            if len(batch):
-                self.ingest(unpack(batch), batch.starts, batch.durations, batch.errors)
+    @property
+    def dropped_in_transfer(self) -> int:
+        """Records that workers had to drop before handing them over (exact, since the start)."""
+        return self._mail.dropped_in
 
     def _ring(self, name: str) -> Ring:
         ring = self._rings.get(name)
@@ -333,10 +291,7 @@ class Registry:
         # The child starts clean: the parent's records are the parent's to report.
         self._lock = threading.RLock()
         self._buf.clear()
-        self._inbox = []
-        self._outbox = None
-        self._outbox_len = self._outbox_dropped = 0
-        self.dropped_in_transfer = 0
+        self._mail = Mailbox()
         self._gpu = PendingGpu()
         self._rings.clear()
         self._nodes.clear()

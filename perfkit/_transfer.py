@@ -37,7 +37,7 @@ class RecordBatch:
         return len(self.nodes)
 
 
-def pack(nodes: I64, starts: I64, durations: I64, errors: Bools, dropped: int) -> RecordBatch:
+def pack(nodes: I64, starts: I64, durations: I64, errors: Bools, *, dropped: int) -> RecordBatch:
     """Describe this process's ``nodes`` by thread and path, for another process."""
     uniq, local = np.unique(nodes, return_inverse=True)
     threads: list[ThreadInfo] = []
@@ -75,3 +75,56 @@ def unpack(batch: RecordBatch) -> I64:
         local[j] = node
     mapped: I64 = local[batch.nodes]
     return mapped
+
+
+OUTBOX_MAX = 256 * 1024
+"""Records a forwarding registry (in a DataLoader worker) holds before it drops the newest."""
+
+
+class Mailbox:
+    """A registry's records in transit: an outbox while it forwards (in a worker), an inbox of
+    batches received from workers (in the main process), and what was dropped on the way."""
+
+    __slots__ = ("_dropped", "_kept", "_max", "dropped_in", "inbox", "outbox")
+
+    def __init__(self) -> None:
+        self.outbox: list[tuple[I64, I64, I64, Bools]] | None = None
+        self._kept = 0
+        self._dropped = 0
+        self._max = OUTBOX_MAX
+        self.inbox: list[RecordBatch] = []
+        self.dropped_in = 0
+        """Records the senders of received batches had to drop (exact, since the start)."""
+
+    def forward(self, max_records: int) -> None:
+        self.outbox, self._max = [], max_records
+
+    def keep(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
+        """Hold drained columns for the next ``take``; past the limit, drop the newest and count them."""
+        assert self.outbox is not None
+        room = max(0, self._max - self._kept)
+        n = len(nodes)
+        if n > room:  # the main process is not reading
+            self._dropped += n - room
+            n = room
+        if n:
+            self.outbox.append((nodes[:n], starts[:n], durations[:n], errors[:n]))
+            self._kept += n
+
+    def take(self) -> RecordBatch | None:
+        """The held records as one batch ready to travel; None when there is nothing."""
+        if not self.outbox and not self._dropped:
+            return None
+        held = self.outbox or [(np.zeros(0, np.int64),) * 3 + (np.zeros(0, np.bool_),)]
+        batch = pack(*(np.concatenate([c[i] for c in held]) for i in range(4)), dropped=self._dropped)
+        self.outbox = []
+        self._kept = self._dropped = 0
+        return batch
+
+    def received(self) -> list[RecordBatch]:
+        """The batches received so far, counting their drops; appends racing with us are kept for later."""
+        n = len(self.inbox)
+        batches = self.inbox[:n]
+        del self.inbox[:n]
+        self.dropped_in += sum(b.dropped for b in batches)
+        return batches

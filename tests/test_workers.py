@@ -164,7 +164,7 @@ error = None
 try:
     for _ in perfkit.timed_iter(loader, "train"):
         pass
-except (RuntimeError, OSError) as exc:  # OSError: killed while handing a batch over (shared-memory fd)
+except Exception as exc:  # how the death surfaces depends on what the worker was doing
     error = f"{type(exc).__name__}: {exc}"
 snap = perfkit.snapshot()
 print(json.dumps({"error": error, "getitem": snap["getitem"].count if "getitem" in snap else 0}))
@@ -181,7 +181,10 @@ def test_a_worker_killed_by_a_signal_does_not_hang_the_main_process() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     # torch says so itself, or fails to receive the batch the worker was handing over when it died
-    assert "DataLoader worker" in result["error"] or result["error"].startswith("ConnectionResetError")
+    # (its shared-memory handle or the rest of its pickle never arrive)
+    assert "DataLoader worker" in result["error"] or result["error"].startswith(
+        ("ConnectionResetError", "ConnectionRefusedError", "FileNotFoundError", "EOFError", "UnpicklingError")
+    ), result["error"]
     # The main process may notice the dead worker before reading the batches it had queued:
     # what arrives is at most the work handed over before the kill.
     assert result["getitem"] <= 7
