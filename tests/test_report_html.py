@@ -141,7 +141,7 @@ def chromium() -> str:
     if os.geteuid() != 0:
         pytest.skip("chromium is not installed (apt-get install -y chromium needs root)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "chromium"]
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
     done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:  # stale package lists: refresh them once
         subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
@@ -198,6 +198,7 @@ def render(chromium: str, page: Path, tmp: Path) -> tuple[str, str, Path]:
     return done.stdout, done.stderr, shot
 
 
+@pytest.mark.timeout(1200)  # a first run may install chromium
 def test_chromium_renders_every_section_with_no_console_message_and_a_drawn_page(
     chromium: str, real_run: Path, tmp_path: Path
 ) -> None:
@@ -217,6 +218,7 @@ def test_chromium_renders_every_section_with_no_console_message_and_a_drawn_page
     assert 0.05 < (pixels < 0.95).any(axis=-1).mean() < 0.9  # share of pixels that are not white
 
 
+@pytest.mark.timeout(1200)  # a first run may install chromium
 def test_the_console_check_sees_a_script_error(chromium: str, tmp_path: Path) -> None:
     page = tmp_path / "broken.html"
     page.write_text("<!DOCTYPE html><html><body><script>undefinedFunction()</script></body></html>")

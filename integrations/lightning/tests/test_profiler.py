@@ -189,3 +189,19 @@ def test_bad_arguments_fail_at_construction(
 ) -> None:
     with pytest.raises(error, match=message):
         ProfilerCallback(**kwargs)
+
+
+def test_memory_stays_flat_over_many_windows(tmp_path: Path) -> None:
+    """Every window's profiler session is released once its trace is written."""
+    import gc
+
+    callback = ProfilerCallback(
+        profile_steps=2, warmup_steps=0, repeat=2, wait=1, phases=("train", "val"),
+        output_dir=str(tmp_path / "t"), console=False,
+    )  # fmt: skip
+    trainer(str(tmp_path), [callback], logger=False, max_epochs=4).fit(Tiny())
+    assert len(callback.traces) == 4 * 2 + 4 * 1  # train: 2 cycles per epoch; val (4 steps): 1
+    assert len(set(callback.traces)) == len(callback.traces)  # each written once
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, torch.profiler.profile)]
+    assert alive == []

@@ -11,6 +11,7 @@ analysed off the training thread. Its summary is printed, logged as metrics
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,13 @@ PROFILED_PHASES = ("train", "val", "test")
 class _Window:
     """One profiler session in progress."""
 
-    def __init__(
-        self, phase: str, epoch: int, cycle: Cycle, session: profile, undo: Callable[[], None]
-    ) -> None:
+    def __init__(self, phase: str, epoch: int, cycle: Cycle, undo: Callable[[], None]) -> None:
         self.phase, self.epoch, self.cycle = phase, epoch, cycle
-        self.session = session
         self.tracer = RangeTracer()
         self.undo = undo
+        self.steps = 0
+        self.exported = False
+        self.session: profile  # set by the callback right after: its on_trace_ready needs this window
 
 
 class ProfilerCallback(Callback):
@@ -197,6 +198,7 @@ class ProfilerCallback(Callback):
     def _step_end(self, phase: str, batch_idx: int, trainer: Trainer, pl_module: LightningModule) -> None:
         window = self._window
         if window is not None and window.phase == phase:
+            window.steps += 1
             if batch_idx + 1 >= window.cycle.end:
                 self._add_metadata(window)
             window.session.step()
@@ -222,17 +224,20 @@ class ProfilerCallback(Callback):
         steps = schedule(
             wait=0, warmup=cycle.record_start - cycle.warmup_start, active=cycle.end - cycle.record_start
         )
-        session = profile(
-            activities=self.activities,
-            schedule=steps,
-            on_trace_ready=lambda prof: self._ready(prof, job),
-            record_shapes=self.record_shapes,
-            profile_memory=self.profile_memory,
-            with_stack=self.with_stack,
-        )
-        window = _Window(phase, trainer.current_epoch, cycle, session, mark_phases(pl_module))
+        window = _Window(phase, trainer.current_epoch, cycle, mark_phases(pl_module))
+        with warnings.catch_warnings():
+            # One session per cycle: torch's notice about events cleared between cycles does not apply.
+            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
+            window.session = profile(
+                activities=self.activities,
+                schedule=steps,
+                on_trace_ready=lambda prof: self._ready(prof, job, window),
+                record_shapes=self.record_shapes,
+                profile_memory=self.profile_memory,
+                with_stack=self.with_stack,
+            )
         perfkit.set_tracer(window.tracer)
-        session.start()
+        window.session.start()
         self._window = window
 
     def _job(self, phase: str, epoch: int, rank: int, cycle: Cycle) -> TraceJob:
@@ -253,10 +258,14 @@ class ProfilerCallback(Callback):
             announce=self.console and rank == 0,
         )
 
-    def _ready(self, prof: profile, job: TraceJob) -> None:
-        # Called by torch inside step()/stop(): only hand the finished session over.
-        if self.export_chrome_trace:
-            self._exporter.submit(prof.profiler, job)
+    def _ready(self, prof: profile, job: TraceJob, window: _Window) -> None:
+        # Called by torch inside step()/stop(): only hand the finished session over. Torch may call
+        # it again, almost empty, when the session stops right after its cycle; and a window that
+        # opened after the epoch's last step recorded nothing: neither is exported.
+        if window.exported or window.steps == 0 or not self.export_chrome_trace:
+            return
+        window.exported = True
+        self._exporter.submit(prof.profiler, job)
 
     def _add_metadata(self, window: _Window) -> None:
         sections = sorted(window.tracer.sections)
