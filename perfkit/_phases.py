@@ -165,14 +165,15 @@ def _memory(snap: Snapshot, p: str) -> dict[str, float]:
 
 def _ranks(window: PhaseWindow, p: str) -> dict[str, float]:
     means = window.rank_step_means_s
-    if len(means) < 2:
+    ran = [rank for rank, mean in enumerate(means) if not math.isnan(mean)]  # NaN: no step on that rank
+    if len(means) < 2 or not ran:
         return {}
-    slowest = max(range(len(means)), key=means.__getitem__)
+    slowest = max(ran, key=means.__getitem__)
     return {
         f"{p}/ranks": float(len(means)),
         f"{p}/slowest_rank": float(slowest),
         f"{p}/step_ms_mean_slowest_rank": means[slowest] * 1e3,
-        f"{p}/step_ms_mean_rank_spread": (max(means) - min(means)) * 1e3,
+        f"{p}/step_ms_mean_rank_spread": (means[slowest] - min(means[r] for r in ran)) * 1e3,
     }
 
 

@@ -11,6 +11,7 @@ Under DDP the windows of all ranks are gathered once per epoch and merged.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -367,7 +368,10 @@ class PerfMonitor(Callback):
             snapshot=snapshot,
             wall_s=max(r.wall_s for r in ranks),
             samples=None if any(s is None for s in samples) else sum(s or 0 for s in samples),
-            rank_step_means_s=tuple(r.snapshot[step].mean_s for r in ranks if step in r.snapshot)
+            # In rank order; NaN for a rank that ran no step of this phase (an uneven split).
+            rank_step_means_s=tuple(
+                r.snapshot[step].mean_s if step in r.snapshot else math.nan for r in ranks
+            )
             if len(ranks) > 1
             else (),
             slowest=tuple(slowest[: self.top_k_slowest]),

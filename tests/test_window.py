@@ -1,0 +1,41 @@
+"""Window: a window that can be paused (a training epoch around the validation inside it)."""
+
+from __future__ import annotations
+
+import pytest
+
+import perfkit
+from perfkit import Registry
+
+from .conftest import FakeClock
+
+
+def test_records_made_while_paused_are_left_out(reg: Registry, clock: FakeClock) -> None:
+    window = perfkit.Window(reg)
+    with perfkit.section("train.step", registry=reg):
+        clock.advance(10)
+    window.pause()
+    with perfkit.section("val.step", registry=reg):
+        clock.advance(1_000)
+    window.resume()
+    with perfkit.section("train.step", registry=reg):
+        clock.advance(20)
+    snap = window.close()
+    assert list(snap) == ["train.step"]
+    assert snap["train.step"].count == 2
+    assert window.wall_s == pytest.approx(30e-9)  # the paused stretch does not count
+
+
+def test_pause_and_resume_twice_are_harmless(reg: Registry) -> None:
+    window = perfkit.Window(reg)
+    window.pause()
+    window.pause()
+    assert not window.open
+    window.resume()
+    window.resume()
+    assert window.open
+
+
+def test_needs_a_registry() -> None:
+    with pytest.raises(TypeError, match="registry must be a perfkit.Registry"):
+        perfkit.Window("default")  # type: ignore[arg-type]
