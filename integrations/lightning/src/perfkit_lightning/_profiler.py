@@ -201,7 +201,10 @@ class ProfilerCallback(Callback):
             window.steps += 1
             if batch_idx + 1 >= window.cycle.end:
                 self._add_metadata(window)
-            window.session.step()
+            with warnings.catch_warnings():
+                # One session per cycle: torch's notice that a next cycle would clear events does not apply.
+                warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
+                window.session.step()
             if batch_idx + 1 >= window.cycle.end:
                 self._close()
         if phase in self._plans and self._window is None:
@@ -225,17 +228,14 @@ class ProfilerCallback(Callback):
             wait=0, warmup=cycle.record_start - cycle.warmup_start, active=cycle.end - cycle.record_start
         )
         window = _Window(phase, trainer.current_epoch, cycle, mark_phases(pl_module))
-        with warnings.catch_warnings():
-            # One session per cycle: torch's notice about events cleared between cycles does not apply.
-            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
-            window.session = profile(
-                activities=self.activities,
-                schedule=steps,
-                on_trace_ready=lambda prof: self._ready(prof, job, window),
-                record_shapes=self.record_shapes,
-                profile_memory=self.profile_memory,
-                with_stack=self.with_stack,
-            )
+        window.session = profile(
+            activities=self.activities,
+            schedule=steps,
+            on_trace_ready=lambda prof: self._ready(prof, job, window),
+            record_shapes=self.record_shapes,
+            profile_memory=self.profile_memory,
+            with_stack=self.with_stack,
+        )
         perfkit.set_tracer(window.tracer)
         window.session.start()
         self._window = window
