@@ -34,7 +34,7 @@ from ._section import Section, section
 from ._sinks import JsonlSink, MlflowSink, Sink, WandbSink
 from ._snapshot import NodeTotals, Snapshot
 from ._sources import NvmlSource, ProcessSource, Source, SourceUnavailable, TorchCudaSource
-from ._standalone import ScriptWindow, window
+from ._standalone import ScriptWindow, batch_size, window
 from ._state import Tracer, disable, enable, is_enabled, set_tracer
 from ._stats import SeriesData, Stats
 from ._timing import timed
@@ -107,6 +107,7 @@ __all__ = [
     "all_loops",
     "analyze_trace",
     "attach_report_to_wandb",
+    "batch_size",
     "cursor",
     "data_series",
     "diff_traces",

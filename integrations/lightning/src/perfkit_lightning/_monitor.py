@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 import perfkit
@@ -24,7 +25,6 @@ from perfkit._context import NODES, get_cell, new_cell
 from perfkit._registry import add_record
 from perfkit._warn import WarnOnce
 
-from ._batch import first_dim
 from ._ddp import gather
 from ._loaders import hook_loaders
 from ._sampling import lease, release
@@ -311,7 +311,7 @@ class PerfMonitor(Callback):
         if not self._count_samples:
             return None
         if self.batch_size_fn is None:
-            return first_dim(batch)
+            return perfkit.batch_size(batch, of=torch.Tensor)
         try:
             return int(self.batch_size_fn(batch))
         except Exception as exc:  # the user's function must not stop training
