@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sized
 from typing import Generic, TypeVar
 
 from ._context import NODES, get_cell, new_cell
-from ._registry import DRAIN_AT, Registry, current_registry
+from ._registry import DRAIN_AT, Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
 
@@ -139,8 +139,7 @@ def timed_iter(iterable: Iterable[T], name: str, *, registry: Registry | None = 
     (3, 3)
     """
     check_name(name)
-    if registry is not None and not isinstance(registry, Registry):
-        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    check_registry(registry)
     if not isinstance(iterable, Iterable) and not hasattr(iterable, "__getitem__"):
         raise TypeError(f"iterable must be iterable, got {iterable!r} of type {type(iterable).__name__}")
     if isinstance(iterable, Sized):

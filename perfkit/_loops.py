@@ -39,6 +39,17 @@ class LoopStats:
     workers_needed: int | None = None
 
 
+def worker_count(snap: Snapshot, fetch_series: str) -> int:
+    """DataLoader workers that produced batches of ``fetch_series`` in the window."""
+    return len([w for w in snap.by_worker(fetch_series) if w is not None])
+
+
+def workers_needed(worker_s_per_batch: float, loop_s_per_batch: float) -> int | None:
+    """Workers that keep a loop from waiting: k workers deliver a batch every worker_s / k, the
+    loop asks for one every loop_s. None when the loop does no work to hide the fetch behind."""
+    return math.ceil(worker_s_per_batch / loop_s_per_batch) if loop_s_per_batch > 0 else None
+
+
 def loop_stats(snap: Snapshot, name: str) -> LoopStats | None:
     """The numbers of loop ``name`` in ``snap``; None when it has no turn in the window."""
     wait, step = snap.get(name + WAIT_SUFFIX), snap.get(name + STEP_SUFFIX)
@@ -50,8 +61,8 @@ def loop_stats(snap: Snapshot, name: str) -> LoopStats | None:
     fetch = snap.get(name + FETCH_SUFFIX)
     if fetch is None:
         return LoopStats(name, wait.count, wait.mean_s, loop_mean, share)
-    workers = len([w for w in snap.by_worker(name + FETCH_SUFFIX) if w is not None])
-    needed = math.ceil(fetch.mean_s / loop_mean) if loop_mean > 0 else None
+    workers = worker_count(snap, name + FETCH_SUFFIX)
+    needed = workers_needed(fetch.mean_s, loop_mean)
     return LoopStats(name, wait.count, wait.mean_s, loop_mean, share, fetch.mean_s, workers, needed)
 
 

@@ -11,11 +11,14 @@ Lightning callback and a plain script get the same numbers.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from ._loops import worker_count, workers_needed
 from ._snapshot import Snapshot
 from ._stats import Stats
 
@@ -41,6 +44,14 @@ class SlowStep:
     rank: int
     duration_s: float
     tags: Mapping[str, float] = field(default_factory=dict)
+
+
+def keep_slowest(heap: list[Any], entry: tuple[Any, ...], k: int) -> None:
+    """Keep in ``heap`` the ``k`` largest entries seen (entries compare by their first item)."""
+    if len(heap) < k:
+        heapq.heappush(heap, entry)
+    elif entry[0] > heap[0][0]:
+        heapq.heapreplace(heap, entry)
 
 
 @dataclass(frozen=True)
@@ -145,10 +156,10 @@ def _data(snap: Snapshot, window: PhaseWindow, p: str, step: Stats | None) -> di
     if fetch is not None:
         out[f"{p}/worker_batch_ms_mean"] = fetch.mean_s * 1e3
         out[f"{p}/worker_batch_ms_p95"] = fetch.p95_s * 1e3
-        out[f"{p}/workers"] = float(len([w for w in snap.by_worker(data + ".fetch") if w is not None]))
-        if step is not None and step.mean_s > 0:
-            # k workers deliver a batch every fetch/k; the loop asks for one every step.
-            out[f"{p}/workers_needed"] = float(math.ceil(fetch.mean_s / step.mean_s))
+        out[f"{p}/workers"] = float(worker_count(snap, data + ".fetch"))
+        needed = workers_needed(fetch.mean_s, step.mean_s) if step is not None else None
+        if needed is not None:
+            out[f"{p}/workers_needed"] = float(needed)
     return out
 
 

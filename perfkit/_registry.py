@@ -300,6 +300,13 @@ class Registry:
         self._start_ns = self.clock()
 
 
+def check_registry(registry: object) -> Registry | None:
+    """The ``registry=`` argument every entry point takes: a Registry, or None for the current one."""
+    if registry is not None and not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    return registry
+
+
 def add_record(reg: Registry, node: int, t0: int, t1: int, *, failed: bool) -> None:
     """Append one record for an interned ``node``: what entry points do off their inlined hot path."""
     buf = reg._buf

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Sequence
 from types import TracebackType
 
-from ._registry import Registry, get_registry
+from ._registry import Registry, check_registry, get_registry
 from ._sources import SOURCES, Source, SourceUnavailable, default_sources
 from ._warn import WarnOnce
 
@@ -51,8 +51,7 @@ class ResourceSampler:
     ) -> None:
         if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
             raise ValueError(f"interval_s must be a number > 0, got {interval_s!r}")
-        if registry is not None and not isinstance(registry, Registry):
-            raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+        check_registry(registry)
         self.interval_s = float(interval_s)
         self.registry = registry or get_registry()
         self._sources = _resolve(sources)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 
 from ._context import NODES, get_cell, new_cell
 from ._gpu_events import GPU_SUFFIX, torch_events, warn_no_cuda
-from ._registry import DRAIN_AT, Registry, current_registry
+from ._registry import DRAIN_AT, Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._timing import _decorate
 from ._validate import check_name
@@ -130,12 +130,18 @@ class CudaSection(Section):
         reg._gpu.add(NODES.child(parent, self.name + GPU_SUFFIX), t0, start, end, exc_type is not None)
 
 
-def _find_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
+def _frame_index(cell: list[Any], owner: Section) -> int | None:
+    """Where ``owner``'s innermost open frame is in ``cell`` (frames follow the open node at 0)."""
     for i in range(len(cell) - 1, 0, -1):
         if cell[i][0] is owner:
-            frame: tuple[Any, ...] = cell[i]
-            return frame
+            return i
     return None
+
+
+def _find_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
+    i = _frame_index(cell, owner)
+    frame: tuple[Any, ...] | None = None if i is None else cell[i]
+    return frame
 
 
 def _now(frame: tuple[Any, ...]) -> int:
@@ -144,16 +150,16 @@ def _now(frame: tuple[Any, ...]) -> int:
 
 
 def _pop_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
-    for i in range(len(cell) - 1, 0, -1):
-        if cell[i][0] is owner:
-            frame: tuple[Any, ...] = cell.pop(i)
-            # Frames opened inside ours but still open will restore our parent, not our node.
-            for j in range(i, len(cell)):
-                above = cell[j]
-                if above[1] == frame[2]:
-                    cell[j] = (above[0], frame[1], *above[2:])
-            return frame
-    return None
+    i = _frame_index(cell, owner)
+    if i is None:
+        return None
+    frame: tuple[Any, ...] = cell.pop(i)
+    # Frames opened inside ours but still open will restore our parent, not our node.
+    for j in range(i, len(cell)):
+        above = cell[j]
+        if above[1] == frame[2]:
+            cell[j] = (above[0], frame[1], *above[2:])
+    return frame
 
 
 _CACHE: dict[tuple[str, Registry | None, bool], Section] = {}
@@ -188,8 +194,7 @@ def section(name: str, *, registry: Registry | None = None, cuda: bool = False) 
     except (KeyError, TypeError):
         pass
     check_name(name)
-    if registry is not None and not isinstance(registry, Registry):
-        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    check_registry(registry)
     if len(_CACHE) >= _CACHE_MAX:  # names built at run time must not grow the cache forever
         _CACHE.clear()
         _BY_NAME.clear()

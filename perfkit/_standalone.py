@@ -21,7 +21,6 @@ loader, perfkit.data_series("train"))`` to get its DataLoader workers' time too.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import threading
 import weakref
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -29,8 +28,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ._phases import PhaseWindow, SlowStep, data_series, phase_metrics, step_series
-from ._registry import Registry, current_registry
+from ._phases import PhaseWindow, SlowStep, data_series, keep_slowest, phase_metrics, step_series
+from ._registry import Registry, check_registry, current_registry
 from ._rundir import RunWriter
 from ._sinks import Sink
 from ._state import SWITCH
@@ -85,8 +84,7 @@ class ScriptWindow:
         self.sinks = _check_sinks(sinks)
         if run is not None and not isinstance(run, RunWriter):
             raise TypeError(f"run must be a perfkit.RunWriter or None, got {run!r}")
-        if registry is not None and not isinstance(registry, Registry):
-            raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+        check_registry(registry)
         self.run = run
         self.registry = registry or current_registry()
         self.step = None if step is None else _non_negative(step, "step")
@@ -187,10 +185,7 @@ class ScriptWindow:
             index += 1
 
     def _note(self, ns: int, index: int) -> None:
-        if len(self._slowest) < SLOWEST:
-            heapq.heappush(self._slowest, (ns, index))
-        elif ns > self._slowest[0][0]:
-            heapq.heapreplace(self._slowest, (ns, index))
+        keep_slowest(self._slowest, (ns, index), SLOWEST)
 
 
 def window(

@@ -22,7 +22,7 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._context import CELL, NODES, get_cell, new_cell
 from ._cuda import wrap_cuda_function
-from ._registry import DRAIN_AT, Registry, add_record, current_registry
+from ._registry import DRAIN_AT, Registry, add_record, check_registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
 
@@ -66,8 +66,7 @@ def timed(
     >>> square(3), reg.snapshot()["square"].count
     (9, 1)
     """
-    if registry is not None and not isinstance(registry, Registry):
-        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    check_registry(registry)
     if callable(fn_or_name):
         if name is not None:
             check_name(name)

@@ -36,7 +36,15 @@ from torch.utils.data._utils import pin_memory as _pin_memory
 from ._context import NODES, ThreadInfo, get_cell, new_cell
 from ._iteration import WAIT_SUFFIX
 from ._loops import FETCH_SUFFIX
-from ._registry import DEFAULT, Registry, add_record, all_registries, current_registry, registry_by_key
+from ._registry import (
+    DEFAULT,
+    Registry,
+    add_record,
+    all_registries,
+    check_registry,
+    current_registry,
+    registry_by_key,
+)
 from ._section import section
 from ._state import SWITCH
 from ._transfer import RecordBatch
@@ -269,8 +277,7 @@ def instrument(
     if not isinstance(loader, DataLoader):
         raise TypeError(f"loader must be a torch.utils.data.DataLoader, got {loader!r}")
     check_name(name)
-    if registry is not None and not isinstance(registry, Registry):
-        raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+    check_registry(registry)
     settings = Settings(name, registry, bool(time_wait))
     _apply(loader, settings)
     loader.__class__ = _instrumented(type(loader), settings)

@@ -10,7 +10,6 @@ Under DDP the windows of all ranks are gathered once per epoch and merged.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,8 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 
 import perfkit
 from perfkit._context import NODES, get_cell, new_cell
-from perfkit._registry import add_record
+from perfkit._phases import keep_slowest
+from perfkit._registry import add_record, check_registry
 from perfkit._warn import WarnOnce
 
 from ._ddp import gather
@@ -99,8 +99,7 @@ class PerfMonitor(Callback):
             raise ValueError(f"sample_interval_s must be a number > 0, got {sample_interval_s!r}")
         if not sample_interval_s > 0:
             raise ValueError(f"sample_interval_s must be a number > 0, got {sample_interval_s!r}")
-        if registry is not None and not isinstance(registry, perfkit.Registry):
-            raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
+        check_registry(registry)
         self.enabled = bool(enabled)
         self.include_sanity_check = include_sanity_check
         self.prefix = prefix
@@ -300,11 +299,7 @@ class PerfMonitor(Callback):
             n = self._batch_size(batch)
             state.samples = None if n is None else state.samples + n
         if self.top_k_slowest:
-            entry = (t1 - state.t0, batch_idx, take_tags())
-            if len(state.slowest) < self.top_k_slowest:
-                heapq.heappush(state.slowest, entry)
-            elif entry[0] > state.slowest[0][0]:
-                heapq.heapreplace(state.slowest, entry)
+            keep_slowest(state.slowest, (t1 - state.t0, batch_idx, take_tags()), self.top_k_slowest)
         return t1 - state.t0
 
     def _batch_size(self, batch: Any) -> int | None:
