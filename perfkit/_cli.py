@@ -17,9 +17,6 @@ import sys
 from collections.abc import Callable
 from typing import TypeAlias
 
-from ._report_html import write_html_report
-from ._trace_analysis import analyze_trace, diff_traces
-from ._trace_format import format_analysis, format_diff
 
 # The type of the object ``add_subparsers()`` returns; each ``_add_<name>`` receives it.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -59,6 +56,8 @@ def _add_analyze(subparsers: Subparsers) -> None:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from .trace import analyze_trace, format_analysis
+
     analysis = analyze_trace(args.trace, top_k=args.top_k)
     print(json.dumps(analysis.to_dict(), indent=2) if args.json else format_analysis(analysis))
     return 0
@@ -73,6 +72,8 @@ def _add_diff(subparsers: Subparsers) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from .trace import diff_traces, format_diff
+
     diff = diff_traces(args.trace_a, args.trace_b, top_k=args.top_k)
     print(json.dumps(diff.to_dict(), indent=2) if args.json else format_diff(diff))
     return 0
@@ -86,6 +87,8 @@ def _add_report(subparsers: Subparsers) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from .reports import write_html_report
+
     try:
         path = write_html_report(args.run_dir, args.out)
     except ImportError as exc:  # matplotlib is an optional dependency

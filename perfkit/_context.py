@@ -60,8 +60,9 @@ class NodeTable:
         self._children: dict[str, dict[int, int]] = {}
         self._paths: dict[int, tuple[str, ...]] = {}
         self.threads: dict[int, ThreadInfo] = {}
-        self.overlay: set[str] = set()
-        """Names whose records overlap their siblings (loop turns); the section tree leaves them out."""
+        self.overlay: list[bool] = [False]
+        """Per node: its records overlap their siblings (loop turns, GPU time), so the section tree
+        leaves it out. Decided when the node is interned, by whoever interns it first."""
         self._root_by_thread: dict[ThreadInfo, int] = {}
 
     def kids(self, name: str) -> dict[int, int]:
@@ -72,8 +73,12 @@ class NodeTable:
                 kids = self._children.setdefault(name, {})
         return kids
 
-    def child(self, parent: int, name: str) -> int:
-        """The node for ``name`` opened inside ``parent``, interned on first use."""
+    def child(self, parent: int, name: str, *, overlay: bool = False) -> int:
+        """The node for ``name`` opened inside ``parent``, interned on first use.
+
+        ``overlay`` marks records that overlap their siblings rather than nest (a loop turn spans
+        the wait and the body; GPU time runs beside the host's): the section tree leaves them out.
+        """
         kids = self.kids(name)
         node = kids.get(parent)
         if node is None:
@@ -84,6 +89,7 @@ class NodeTable:
                     self.names.append(name)
                     self.parents.append(parent)
                     self.roots.append(self.roots[parent])
+                    self.overlay.append(overlay)
                     kids[parent] = node
         return node
 
@@ -98,6 +104,7 @@ class NodeTable:
                     self.names.append("")
                     self.parents.append(0)
                     self.roots.append(node)
+                    self.overlay.append(False)
                     self.threads[node] = thread
                     self._root_by_thread[thread] = node
         return node

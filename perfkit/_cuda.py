@@ -9,17 +9,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._context import NODES, get_cell, new_cell
-from ._gpu_events import GPU_SUFFIX, torch_events, warn_no_cuda
+from ._gpu_events import torch_events, warn_no_cuda
 from ._registry import DRAIN_AT, Registry, current_registry
 from ._state import SWITCH
+from .names import gpu_series
 
 R = TypeVar("R")
 
 
 def wrap_cuda_function(fn: Callable[..., R], name: str, registry: Registry | None) -> Callable[..., R]:
     """``@timed(cuda=True)``: host time as ``name`` and GPU time as ``name.gpu`` for each call."""
-    gpu_name = name + GPU_SUFFIX
-    NODES.overlay.add(gpu_name)  # GPU time overlaps the host's: not part of the section tree
+    gpu_name = gpu_series(name)
 
     def timed_cuda_call(*args: Any, **kwargs: Any) -> R:
         if not SWITCH.on:
@@ -50,7 +50,8 @@ def wrap_cuda_function(fn: Callable[..., R], name: str, registry: Registry | Non
             buf = reg._buf
             buf += (~node if failed else node, t0, t1)
             if start is not None and end is not None:
-                reg._gpu.add(NODES.child(parent, gpu_name), t0, start, end, failed)
+                # GPU time overlaps the host's: not part of the section tree.
+                reg._gpu.add(NODES.child(parent, gpu_name, overlay=True), t0, start, end, failed)
             if len(buf) > DRAIN_AT:
                 reg.drain()
         return result

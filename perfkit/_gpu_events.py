@@ -21,8 +21,6 @@ from typing import Any, Protocol
 
 from ._warn import WarnOnce
 
-GPU_SUFFIX = ".gpu"
-
 
 class GpuEvent(Protocol):
     """What perfkit needs of a ``torch.cuda.Event``."""

@@ -3,10 +3,12 @@
     for batch in perfkit.timed_iter(loader, "train"):
         step(batch)
 
-records two series per item: ``train.wait``, the time ``next()`` blocked (the
-consumer waiting for the DataLoader), and ``train.step``, the time from one
-request for an item to the next (wait plus the loop's body). Their totals give
-the wait fraction of the loop: ``wait.total_s / step.total_s``.
+records, per item, ``train.data.wait``: the time ``next()`` blocked (the consumer
+waiting for the DataLoader), and ``train.loop.turn``: the time from one request for
+an item to the next (wait plus the loop's body). ``iter()`` on the source (where a
+DataLoader starts its workers) is recorded once as ``train.data.iter``. The names are
+the loader's (see ``perfkit.names``), so ``perfkit.torch.instrument(loader, "train")``
+and ``perfkit.window("train")`` meet the same series.
 """
 
 from __future__ import annotations
@@ -15,33 +17,36 @@ from collections.abc import Iterable, Iterator, Sized
 from typing import Generic, TypeVar
 
 from ._context import NODES, get_cell, new_cell
-from ._registry import DRAIN_AT, Registry, check_registry, current_registry
+from ._registry import DRAIN_AT, Registry, add_record, check_registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
+from .names import iter_series, loader_of, turn_series, wait_series
 
 T = TypeVar("T")
-
-WAIT_SUFFIX = ".wait"
-STEP_SUFFIX = ".step"
 
 
 class TimedIterator(Iterator[T], Generic[T]):
     """The iterator ``timed_iter`` returns; ``close()`` records the last turn and closes the source."""
 
-    __slots__ = ("_it", "_last", "_registry", "_source", "_step", "_step_kids", "_wait", "_wait_kids", "name")
+    __slots__ = ("_it", "_last", "_registry", "_source", "_turn", "_turn_kids", "_wait", "_wait_kids", "name")
 
     def __init__(self, iterable: Iterable[T], name: str, registry: Registry | None) -> None:
         self.name = name
         self._source = iterable
-        self._it = iter(iterable)
         self._registry = registry
-        self._wait = name + WAIT_SUFFIX
-        self._step = name + STEP_SUFFIX
+        self._wait = wait_series(name)
+        self._turn = turn_series(name)
         self._wait_kids = NODES.kids(self._wait)
-        self._step_kids = NODES.kids(self._step)
-        # Turns overlap the waits and the loop body, so they stay out of the section tree.
-        NODES.overlay.add(self._step)
+        self._turn_kids = NODES.kids(self._turn)
         self._last: int | None = None
+        if SWITCH.on:
+            reg = registry or current_registry()
+            parent = (get_cell(None) or new_cell())[0]
+            t0 = reg.clock()
+            self._it = iter(iterable)
+            add_record(reg, NODES.child(parent, iter_series(name)), t0, reg.clock(), failed=False)
+        else:
+            self._it = iter(iterable)
 
     @property
     def wait_name(self) -> str:
@@ -49,9 +54,9 @@ class TimedIterator(Iterator[T], Generic[T]):
         return self._wait
 
     @property
-    def step_name(self) -> str:
+    def turn_name(self) -> str:
         """Series of the time from one request for an item to the next."""
-        return self._step
+        return self._turn
 
     def __iter__(self) -> TimedIterator[T]:
         return self
@@ -85,7 +90,8 @@ class TimedIterator(Iterator[T], Generic[T]):
         if last is None:
             buf += (node, t0, t1)
         else:
-            turn = self._step_kids.get(parent) or NODES.child(parent, self._step)
+            # Turns overlap the waits and the loop body: their node stays out of the section tree.
+            turn = self._turn_kids.get(parent) or NODES.child(parent, self._turn, overlay=True)
             buf += (node, t0, t1, turn, last, t0)
         self._last = t0
         if len(buf) > DRAIN_AT:
@@ -94,7 +100,7 @@ class TimedIterator(Iterator[T], Generic[T]):
 
     def _end_turn(self, reg: Registry, parent: int, t_end: int) -> None:
         if self._last is not None:
-            reg._buf += (NODES.child(parent, self._step), self._last, t_end)
+            reg._buf += (NODES.child(parent, self._turn, overlay=True), self._last, t_end)
             self._last = None
 
     def close(self) -> None:
@@ -125,9 +131,11 @@ class SizedTimedIterator(TimedIterator[T]):
 
 
 def timed_iter(iterable: Iterable[T], name: str, *, registry: Registry | None = None) -> TimedIterator[T]:
-    """Yield the items of ``iterable``, recording ``name.wait`` and ``name.step`` per item.
+    """Yield the items of ``iterable``, recording ``NAME.data.wait`` and ``NAME.loop.turn`` per item.
 
-    ``len()`` works when the source has one; closing the iterator closes the source.
+    ``iter()`` on the source is recorded as ``NAME.data.iter``; ``len()`` works when the source
+    has one; closing the iterator closes the source. ``name`` is the loader's name, usually its
+    stage (``"train"``, ``"val"``).
 
     >>> import perfkit
     >>> reg = perfkit.Registry()
@@ -135,10 +143,10 @@ def timed_iter(iterable: Iterable[T], name: str, *, registry: Registry | None = 
     >>> len(items), list(items)
     (3, [1, 2, 3])
     >>> snap = reg.snapshot()
-    >>> snap["loader.wait"].count, snap["loader.step"].count
+    >>> snap["loader.data.wait"].count, snap["loader.loop.turn"].count
     (3, 3)
     """
-    check_name(name)
+    name = loader_of(check_name(name))
     check_registry(registry)
     if not isinstance(iterable, Iterable) and not hasattr(iterable, "__getitem__"):
         raise TypeError(f"iterable must be iterable, got {iterable!r} of type {type(iterable).__name__}")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._loops import LoopStats, all_loops
+from .stages import LoopStats, all_loops
 from ._registry import current_registry
 from ._snapshot import NodeTotals, Path, Snapshot
 from ._units import format_seconds
 
-_HEAD = ("count", "total", "self", "mean", "p95", "max")
+HEAD = ("count", "total", "self", "mean", "p95", "max")
 
 
 def report(snapshot: Snapshot | None = None) -> str:
@@ -34,10 +34,10 @@ def report(snapshot: Snapshot | None = None) -> str:
     lines = [
         f"perfkit: {len(snap)} series over {format_seconds(snap.duration_s)}, {len(snap.threads)} thread(s)"
     ]
-    rows = _tree_rows(snap)
+    rows = tree_rows(snap)
     if rows:
         width = max(len(r[0]) for r in rows) + 2
-        lines.append("".ljust(width) + "".join(h.rjust(11) for h in _HEAD) + "  errors")
+        lines.append("".ljust(width) + "".join(h.rjust(11) for h in HEAD) + "  errors")
         lines += [
             (label.ljust(width) + "".join(c.rjust(11) for c in cells)).rstrip() for label, cells in rows
         ]
@@ -59,7 +59,8 @@ def _gauge_lines(snap: Snapshot) -> list[str]:
     return lines
 
 
-def _tree_rows(snap: Snapshot) -> list[tuple[str, list[str]]]:
+def tree_rows(snap: Snapshot) -> list[tuple[str, list[str]]]:
+    """The section tree of ``snap`` as (indented label, cells) rows, siblings by total time."""
     tree = dict(snap.tree)
     # A section still open when the snapshot was taken has children but no record of its own.
     for path in list(tree):

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from ._context import NODES, get_cell, new_cell
-from ._gpu_events import GPU_SUFFIX, torch_events, warn_no_cuda
+from ._gpu_events import torch_events, warn_no_cuda
 from ._registry import DRAIN_AT, Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._timing import _decorate
 from ._validate import check_name
+from .names import gpu_series
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -89,15 +90,18 @@ class Section:
         if len(buf) > DRAIN_AT:
             reg.drain()
 
+    _cuda: ClassVar[bool] = False
+
     def __call__(self, fn: F) -> F:
         """Decorate ``fn``: each call is recorded under this section's name (thread-safe)."""
-        return cast(F, _decorate(fn, self.name, self._registry))
+        return cast(F, _decorate(fn, self.name, self._registry, self._cuda))
 
 
 class CudaSection(Section):
     """A section that also records its GPU time (``NAME.gpu``) with CUDA events."""
 
     __slots__ = ()
+    _cuda: ClassVar[bool] = True
 
     def __enter__(self) -> Section:
         if not SWITCH.on:
@@ -126,8 +130,8 @@ class CudaSection(Section):
         end = events()
         end.record()
         Section.__exit__(self, exc_type, exc, tb)
-        NODES.overlay.add(self.name + GPU_SUFFIX)
-        reg._gpu.add(NODES.child(parent, self.name + GPU_SUFFIX), t0, start, end, exc_type is not None)
+        gpu_node = NODES.child(parent, gpu_series(self.name), overlay=True)
+        reg._gpu.add(gpu_node, t0, start, end, exc_type is not None)
 
 
 def _frame_index(cell: list[Any], owner: Section) -> int | None:

@@ -21,12 +21,13 @@ class RecordBatch:
     """Columns of records plus what the receiver needs to rebuild their nodes.
 
     ``nodes[i]`` indexes ``paths``; ``paths[j]`` is (index into ``threads``, names from the
-    outermost section down). ``dropped`` counts records the sender had to drop.
+    outermost section down); ``overlay`` lists the paths whose node stays out of the section
+    tree. ``dropped`` counts records the sender had to drop.
     """
 
     threads: tuple[ThreadInfo, ...]
     paths: tuple[tuple[int, tuple[str, ...]], ...]
-    overlay: tuple[str, ...]
+    overlay: tuple[int, ...]
     nodes: I64
     starts: I64
     durations: I64
@@ -50,11 +51,11 @@ def pack(nodes: I64, starts: I64, durations: I64, errors: Bools, *, dropped: int
             ti = thread_index[root] = len(threads)
             threads.append(NODES.threads[root])
         paths.append((ti, NODES.path(node)))
-    names = {name for _, path in paths for name in path}
+    flags = NODES.overlay
     return RecordBatch(
         threads=tuple(threads),
         paths=tuple(paths),
-        overlay=tuple(sorted(names & NODES.overlay)),
+        overlay=tuple(j for j, node in enumerate(uniq.tolist()) if flags[node]),
         nodes=local.reshape(-1).astype(np.int64),
         starts=starts,
         durations=durations,
@@ -65,13 +66,13 @@ def pack(nodes: I64, starts: I64, durations: I64, errors: Bools, *, dropped: int
 
 def unpack(batch: RecordBatch) -> I64:
     """This process's nodes for ``batch``'s records, interning the ones it has not seen."""
-    NODES.overlay.update(batch.overlay)
     roots = [NODES.root(t) for t in batch.threads]
     local = np.empty(len(batch.paths), dtype=np.int64)
+    overlay = set(batch.overlay)
     for j, (ti, path) in enumerate(batch.paths):
         node = roots[ti]
-        for name in path:
-            node = NODES.child(node, name)
+        for depth, name in enumerate(path, 1):
+            node = NODES.child(node, name, overlay=depth == len(path) and j in overlay)
         local[j] = node
     mapped: I64 = local[batch.nodes]
     return mapped

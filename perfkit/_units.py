@@ -17,3 +17,8 @@ def format_seconds(seconds: float) -> str:
     if s < 1:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds:.2f} s"
+
+
+def plural(count: int, noun: str) -> str:
+    """``plural(1, "call")`` -> ``"1 call"``, ``plural(1200, "call")`` -> ``"1,200 calls"``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

@@ -112,7 +112,7 @@ def node_windows(
         totals = NodeTotals(count - c0, total - t0, errors - e0)
         key = (threads.index_of_root(roots[node]), names[node])
         per_thread[key] = per_thread[key] + totals if key in per_thread else totals
-        if names[node] not in overlay:
+        if not overlay[node]:
             path = NODES.path(node)
             tree[path] = tree[path] + totals if path in tree else totals
     return tree, per_thread

@@ -1,0 +1,118 @@
+"""perfkit's vocabulary: every series, mark and metadata name that one part writes and another reads.
+
+Writers (entry points, loaders, the stage recorder, the profiler tracer) and readers (stage
+metrics, findings, the report, the trace analyser, the Lightning integration) all import
+their names from here, so a name is spelled once.
+
+A *stage* is one of ``STAGES`` (a loop over a data set: training, validation, test,
+prediction); a *loader* is named after the stage that iterates it, or freely in a plain
+script. Records of a stage epoch:
+
+==========================  ===========================================================
+``STAGE.step``              the step's own compute, one record per batch
+``LOADER.data.wait``        how long each ``next()`` on the loader blocked
+``LOADER.data.iter``        ``iter()`` on the loader (starting DataLoader workers)
+``LOADER.data.fetch``       each batch's time in its DataLoader worker
+``LOADER.loop.turn``        ``timed_iter``: one request for an item to the next
+``STAGE.hook.OWNER``        time in another component's hooks during the stage (a callback)
+``STAGE.loader_setup``      building the stage's loaders (a framework asking for them)
+``NAME.gpu``                the GPU time of a ``cuda=True`` section or ``@timed`` function
+==========================  ===========================================================
+
+>>> step_series("val"), wait_series("val"), fetch_series("train")
+('val.step', 'val.data.wait', 'train.data.fetch')
+"""
+
+from __future__ import annotations
+
+STAGES = ("train", "val", "test", "predict")
+"""The stages a training program runs, in the order a report lists them."""
+
+STAGE_LABELS = {"train": "training", "val": "validation", "test": "testing", "predict": "prediction"}
+
+DATA = ".data"
+WAIT = DATA + ".wait"
+ITER = DATA + ".iter"
+FETCH = DATA + ".fetch"
+TURN = ".loop.turn"
+STEP = ".step"
+HOOK = ".hook."
+LOADER_SETUP = ".loader_setup"
+GPU = ".gpu"
+
+
+def stage_label(stage: str) -> str:
+    """``"val"`` -> ``"validation"``; an unknown stage is its own label."""
+    return STAGE_LABELS.get(stage, stage)
+
+
+def step_series(stage: str) -> str:
+    """The step's own compute in ``stage``."""
+    return stage + STEP
+
+
+def wait_series(loader: str) -> str:
+    """How long each ``next()`` on ``loader`` blocked."""
+    return loader + WAIT
+
+
+def iter_series(loader: str) -> str:
+    """``iter()`` on ``loader``: worker start-up for a DataLoader without persistent workers."""
+    return loader + ITER
+
+
+def fetch_series(loader: str) -> str:
+    """Each batch's time in a DataLoader worker of ``loader``."""
+    return loader + FETCH
+
+
+def turn_series(loader: str) -> str:
+    """``timed_iter``'s loop turns: from one request for an item to the next."""
+    return loader + TURN
+
+
+def hook_series(stage: str, owner: str) -> str:
+    """Time spent in ``owner``'s hooks (a Lightning callback) during ``stage``."""
+    return stage + HOOK + owner
+
+
+def loader_setup_series(stage: str) -> str:
+    """Building ``stage``'s loaders: the framework asking the user's code for them."""
+    return stage + LOADER_SETUP
+
+
+def gpu_series(name: str) -> str:
+    """The GPU time of section or function ``name`` (``cuda=True``)."""
+    return name + GPU
+
+
+def loader_of(name: str) -> str:
+    """The loader name a user gave, without a trailing ``.data`` (an older spelling of it).
+
+    >>> loader_of("train.data"), loader_of("train")
+    ('train', 'train')
+    """
+    return name[: -len(DATA)] if name.endswith(DATA) and len(name) > len(DATA) else name
+
+
+def is_stage_series(name: str) -> bool:
+    """Whether ``name`` is one of perfkit's own stage or loader series (not a user's section).
+
+    >>> is_stage_series("val.data.wait"), is_stage_series("val.hook.ModelCheckpoint"), is_stage_series("collate")
+    (True, True, False)
+    """
+    if name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP)):
+        return True
+    return any(name.startswith(stage + HOOK) for stage in STAGES)
+
+
+# Profiler marks: ranges perfkit opens in a torch.profiler trace while a profiler window records,
+# and that ``perfkit.trace`` reads back to split each step by phase.
+MARK_PREFIX = "perfkit.phase."
+MARK_DATA = MARK_PREFIX + "data_fetch"
+MARK_FORWARD = MARK_PREFIX + "forward"
+MARK_BACKWARD = MARK_PREFIX + "backward"
+MARK_OPTIMIZER = MARK_PREFIX + "optimizer_step"
+
+TRACE_METADATA_KEY = "perfkit"
+"""Top-level key of a Chrome trace written in a profiler window: ``{"sections": [...]}``."""

@@ -1,0 +1,168 @@
+"""``write_html_report``: a run directory as one self-contained HTML page.
+
+    perfkit report lightning_logs/version_0/perfkit          # writes .../perfkit/report.html
+    perfkit.reports.write_html_report("runs/exp1", "exp1.html")
+
+The page has no script and loads nothing: the CSS is inline and the plots are inline SVG
+drawn by matplotlib. Its sections (``<section id=...>``): findings, steps, time, memory,
+slowest, profiler. What the run directory lacks (a killed run has no ``final.json``) is said
+at the top, and the rest is reported from what there is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from .._report import HEAD, tree_rows
+from .._snapshot import Snapshot
+from .._units import format_seconds
+from ..findings import run_findings
+from ..names import stage_label
+from ..run import RunData, RunWindow, read_run
+from ._html import e, none, plot_or, table
+from ._profiler import profiler_section
+
+CSS = """
+body { font-family: system-ui, "Segoe UI", "DejaVu Sans", sans-serif; margin: 0 auto; max-width: 1180px;
+       padding: 1em 2em; color: #222; background: #fff; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 2px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }
+section { margin-bottom: 2em; } svg { max-width: 100%; height: auto; display: block; margin: 1em 0; }
+table { border-collapse: collapse; font-size: .9em; margin: .6em 0; }
+th, td { padding: .25em .7em; border-bottom: 1px solid #eee; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+td.tree { font-family: "DejaVu Sans Mono", monospace; white-space: pre; }
+ul.findings li { margin: .4em 0; } .problems { background: #fff4e5; border-left: 4px solid #f0a020;
+padding: .4em 1em; } .none { color: #777; font-style: italic; } nav a { margin-right: 1em; }
+"""
+
+SECTIONS = {
+    "findings": "Findings",
+    "steps": "Step times",
+    "time": "Where the time goes",
+    "memory": "Memory",
+    "slowest": "Slowest steps",
+    "profiler": "Profiler windows",
+}
+SLOWEST_PER_PHASE = 10
+
+
+def write_html_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
+    """Write the report of ``run_dir`` to ``out`` (default ``RUN_DIR/report.html``); returns its path.
+
+    Raises ``FileNotFoundError`` or ``ValueError`` naming the file when the run directory
+    is missing or broken (see ``read_run``).
+
+    >>> write_html_report("runs/exp1")  # doctest: +SKIP
+    PosixPath('runs/exp1/report.html')
+    """
+    run = read_run(run_dir)
+    path = Path(out) if out is not None else run.path / "report.html"
+    path.write_text(render_html(run, link_base=path.parent), encoding="utf-8")
+    return path
+
+
+def render_html(run: RunData, *, link_base: Path) -> str:
+    """The page for ``run``; links to trace files are made relative to ``link_base`` where they can be."""
+    try:
+        from . import _plots as plots
+    except ImportError as exc:
+        raise ImportError(
+            "perfkit's HTML report draws with matplotlib: pip install 'perfkit[report]'"
+        ) from exc
+    snapshot, problems = _run_snapshot(run)
+    windows = sorted(run.windows, key=lambda w: w.start_ns)  # Lightning ends validation first
+    memory = plots.memory_svg(snapshot, windows) if snapshot is not None else None
+    bodies = {
+        "findings": _findings(run, problems),
+        "steps": plot_or(plots.steps_svg(windows), "no step times recorded"),
+        "time": _time(windows, plots.time_split_svg(windows), plots.workers_svg(windows)),
+        "memory": plot_or(memory, "no memory samples: a perfkit.ResourceSampler records them"),
+        "slowest": _slowest(windows),
+        "profiler": profiler_section(
+            run.traces, plots.profiler_svg(run.traces), link_base=link_base, run_dir=run.path
+        ),
+    }
+    nav = "".join(f'<a href="#{s}">{title}</a>' for s, title in SECTIONS.items())
+    sections = "".join(
+        f'<section id="{s}"><h2>{title}</h2>{bodies[s]}</section>\n' for s, title in SECTIONS.items()
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>perfkit report: {e(run.path.name)}</title><style>{CSS}</style></head>\n"
+        f"<body><h1>perfkit report</h1><p>{e(_run_line(run, windows))}</p><nav>{nav}</nav>\n"
+        f"{sections}</body></html>\n"
+    )
+
+
+def _run_snapshot(run: RunData) -> tuple[Snapshot | None, list[str]]:
+    """The whole run's snapshot: ``final.json``, else the windows' merged (and that said)."""
+    problems = list(run.problems)
+    if run.final is not None:
+        return run.final, problems
+    snaps = [w.snapshot for w in run.windows]
+    if not snaps:
+        return None, problems
+    problems.append("memory below is the sum of the windows, not of the whole run")
+    return snaps[0].merge(*snaps[1:]), problems
+
+
+def _run_line(run: RunData, windows: Sequence[RunWindow]) -> str:
+    stages = ", ".join(dict.fromkeys(stage_label(w.stage) for w in windows))
+    version = run.meta.get("perfkit", "?")
+    return f"{run.path} · {len(run.windows)} windows ({stages or 'none'}) · written by perfkit {version}"
+
+
+def _findings(run: RunData, problems: Sequence[str]) -> str:
+    found = run_findings(run)
+    items = "".join(f"<li>{e(f.message)}</li>" for f in found) or "<li>no window finished</li>"
+    if len(found) == 1:
+        items += "<li>nothing else stands out: no threshold of perfkit's rules was crossed</li>"
+    out = f'<ul class="findings">{items}</ul>'
+    if problems:
+        missing = "".join(f"<li>{e(p)}</li>" for p in problems)
+        out = f'<div class="problems"><strong>Missing from this run</strong><ul>{missing}</ul></div>' + out
+    return out
+
+
+def _time(windows: Sequence[RunWindow], split: str | None, workers: str | None) -> str:
+    out = "<h3>Where each stage epoch's time went</h3>" + plot_or(split, "no windows")
+    out += "<h3>Section trees, per stage</h3>"
+    out += none("each stage's epochs merged; self = total minus the sections inside it; p95 and max per stage")
+    trees = 0
+    for stage, snapshot in _per_stage(windows).items():
+        rows = tree_rows(snapshot)
+        if rows:
+            out += f"<h4>{e(stage_label(stage))}</h4>"
+            out += table(["section", *HEAD, "errors"], [[label, *cells] for label, cells in rows], first_class="tree")
+            trees += 1
+    if not trees:
+        out += none("no sections recorded")
+    out += "<h3>Worker time per batch against the main loop</h3>"
+    return out + plot_or(workers, "no DataLoader worker records (no workers, or the loader not instrumented)")
+
+
+def _per_stage(windows: Sequence[RunWindow]) -> dict[str, Snapshot]:
+    """Each stage's windows merged into one snapshot: exact totals, percentiles of that stage alone."""
+    snaps: dict[str, list[Snapshot]] = {}
+    for w in windows:
+        snaps.setdefault(w.stage, []).append(w.snapshot)
+    return {stage: parts[0].merge(*parts[1:]) for stage, parts in snaps.items()}
+
+
+def _slowest(windows: Sequence[RunWindow]) -> str:
+    rows = []
+    stages = dict.fromkeys(w.stage for w in windows)
+    for stage in stages:
+        steps = sorted(
+            (s for w in windows if w.stage == stage for s in w.slowest), key=lambda s: -s.duration_s
+        )
+        for s in steps[:SLOWEST_PER_PHASE]:
+            tags = ", ".join(f"{k}={v:g}" for k, v in s.tags.items())
+            rows.append(
+                [s.stage, str(s.epoch), str(s.batch_idx), str(s.rank), format_seconds(s.duration_s), tags]
+            )
+    if not rows:
+        return none("no slowest steps recorded")
+    return table(["stage", "epoch", "batch", "rank", "duration", "tags"], rows)

@@ -1,0 +1,115 @@
+"""The console block a monitor logs for each stage epoch: where the epoch's time went, in a few lines.
+
+Built from the window and the metrics that were logged for it, so the console and the
+loggers never disagree. Records made in DataLoader workers are shown against the workers'
+time (workers x epoch), never against the main process's epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .._snapshot import Snapshot
+from .._units import format_seconds
+from ..names import is_stage_series
+from ..stages import PARTS, StageWindow, stage_prefix
+
+
+def summary_text(window: StageWindow, metrics: Mapping[str, float], *, prefix: str = "perf") -> str:
+    """A few lines saying where the epoch's time went, from the same numbers that were logged."""
+    p = stage_prefix(window.stage, prefix)
+    steps = int(metrics.get(f"{p}/steps", 0))
+    head = f"[perfkit] {window.stage} epoch {window.epoch}: {steps} steps in {format_seconds(window.wall_s)}"
+    if f"{p}/samples_per_s" in metrics:
+        head += f", {metrics[f'{p}/samples_per_s']:.1f} samples/s"
+    ratio = metrics.get(f"{p}/time_per_sample_vs_train_ratio")
+    if ratio is not None:
+        head += f" ({ratio:.1f}x training's time per sample)"
+    lines = [head, "  time     " + _account_line(window)]
+    if steps:
+        lines.append(
+            "  step     "
+            + "  ".join(f"{q} {metrics[f'{p}/step_ms_{q}']:.1f} ms" for q in ("median", "p95", "max"))
+        )
+    data = _data_line(metrics, p)
+    if data:
+        lines.append("  data     " + data)
+    series = series_line(window.snapshot, window.wall_s)
+    if series:
+        lines.append("  series   " + series)
+    memory = ", ".join(
+        f"{k.rsplit('/', 1)[1].replace('_peak_mb', '')} {v / 1024:.2f} GB"
+        for k, v in metrics.items()
+        if k.endswith("_peak_mb") and "/series/" not in k
+    )
+    if memory:
+        lines.append("  memory   peak " + memory)
+    if window.slowest:
+        lines.append("  slowest  " + ", ".join(_slow(s.batch_idx, s.duration_s, s.tags) for s in window.slowest[:3]))
+    return "\n".join(lines)
+
+
+def _account_line(window: StageWindow) -> str:
+    a = window.account
+    parts = []
+    for part in PARTS:
+        share = a.fraction(part)
+        if share < 0.005 and part != "other":
+            continue
+        text = f"{part.replace('_', ' ')} {share:.0%}"
+        subjects = a.subjects.get(part, {}) if part == "callbacks" else {}
+        top = sorted(subjects.items(), key=lambda kv: -kv[1])[:2]
+        if top and a.wall_s > 0:
+            text += " (" + ", ".join(f"{n} {s / a.wall_s:.0%}" for n, s in top) + ")"
+        parts.append(text)
+    if window.nested_s > 0:
+        parts.append(f"+ {format_seconds(window.nested_s)} in other stages run inside it")
+    return " · ".join(parts)
+
+
+def _data_line(metrics: Mapping[str, float], p: str) -> str:
+    parts = []
+    if f"{p}/data_wait_fraction" in metrics:
+        text = f"waiting {metrics[f'{p}/data_wait_fraction']:.1%} of the epoch"
+        if f"{p}/data_wait_ms_mean" in metrics:
+            text += f", {metrics[f'{p}/data_wait_ms_mean']:.1f} ms per batch"
+        parts.append(text)
+    if f"{p}/worker_batch_ms_mean" in metrics:
+        text = f"workers take {metrics[f'{p}/worker_batch_ms_mean']:.1f} ms per batch"
+        if f"{p}/workers_needed" in metrics:
+            text += f": {int(metrics[f'{p}/workers_needed'])} needed, {int(metrics[f'{p}/workers'])} now"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def series_line(snap: Snapshot, wall_s: float, top: int = 4) -> str:
+    """The user's series with the most time: main-process ones against the epoch, worker ones
+    against the workers' time (workers x epoch)."""
+    main: list[tuple[str, float]] = []
+    workers: list[tuple[str, float, int]] = []
+    for name in snap:
+        if is_stage_series(name):
+            continue
+        split = snap.by_worker(name)
+        in_main = split[None].total_s if None in split else 0.0
+        ids = [w for w in split if w is not None]
+        if in_main > 0:
+            main.append((name, in_main))
+        if ids:
+            workers.append((name, sum(split[w].total_s for w in ids), len(ids)))
+    wall = wall_s or 1.0
+    parts = [f"{n} {format_seconds(s)} ({s / wall:.0%} of the epoch)" for n, s in main[:top]]
+    for n, s, k in sorted(workers, key=lambda x: -x[1])[:top]:
+        parts.append(f"{n} {format_seconds(s)} in workers ({s / (k * wall):.0%} of {_n(k, 'worker')}' time)")
+    return ", ".join(parts)
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _slow(batch_idx: int, duration_s: float, tags: Mapping[str, float]) -> str:
+    text = "".join(f", {k}={v:g}" for k, v in tags.items())
+    return f"batch {batch_idx} ({duration_s * 1e3:.1f} ms{text})"
+
+

@@ -1,0 +1,208 @@
+"""``perfkit.window``: per-stage-epoch metrics from a plain training script, no framework needed.
+
+    run = RunWriter("runs/exp1")
+    sinks = [run, JsonlSink("runs/exp1/metrics.jsonl"), WandbSink()]
+    loader = perfkit.torch.instrument(DataLoader(ds, num_workers=4), "train")   # optional
+    for epoch in range(3):
+        with perfkit.window("train", epoch=epoch, sinks=sinks) as w:
+            for batch in w.iterate(loader):   # train.data.wait, train.step per batch
+                train_step(batch)
+        with perfkit.window("val", epoch=epoch, sinks=sinks) as w:
+            for batch in w.iterate(val_loader):
+                validate(batch)
+    run.finish(perfkit.snapshot())
+
+The block is one stage epoch of a ``StageRecorder``: on exit it becomes a ``StageWindow``,
+its metrics (``perf/val/step_ms_p95``, ... as the Lightning integration logs them) go to
+every sink through a ``SinkFanout`` (a sink that raises is warned about once; the block
+itself is never affected), and ``w.metrics`` holds them. A loader instrumented under the
+stage's name (``perfkit.torch.instrument(loader, "train")``) adds its workers' time.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .._iteration import timed_iter
+from .._registry import Registry, check_registry, current_registry
+from .._state import SWITCH
+from .._validate import check_name
+from ..sinks import Sink, SinkFanout
+from ..stages import StageListener, StageRecorder, StageWindow, stage_metrics
+from ._writer import RunWriter
+
+T = TypeVar("T")
+SLOWEST = 5
+"""Slowest steps kept per window, with their index in the loop."""
+
+
+@dataclass
+class _Shared:
+    """What windows of one run (or, without a run, one registry) share: training's time per sample
+    (the other stages' reference), and the count of windows (the default step)."""
+
+    recorder: StageRecorder
+    windows: int = 0
+    fanouts: dict[int, SinkFanout] = field(default_factory=dict)
+
+
+_SHARED: weakref.WeakKeyDictionary[object, _Shared] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def _shared(owner: object, registry: Registry) -> _Shared:
+    with _LOCK:
+        state = _SHARED.get(owner)
+        if state is None:
+            state = _SHARED[owner] = _Shared(StageRecorder(registry, top_k_slowest=SLOWEST))
+        return state
+
+
+class ScriptWindow:
+    """One stage epoch of a script, as ``perfkit.window`` returns it; see the module docstring.
+
+    After the block, ``window`` is its ``StageWindow`` and ``metrics`` its metrics (both empty
+    when perfkit is disabled: nothing is recorded or sent).
+    """
+
+    def __init__(
+        self,
+        stage: str,
+        *,
+        epoch: int,
+        sinks: Sequence[Sink] = (),
+        run: RunWriter | None = None,
+        registry: Registry | None = None,
+        step: int | None = None,
+        listeners: Sequence[StageListener] = (),
+    ) -> None:
+        self.stage = check_name(stage, "stage")
+        self.epoch = _non_negative(epoch, "epoch")
+        if run is not None and not isinstance(run, RunWriter):
+            raise TypeError(f"run must be a perfkit.run.RunWriter or None, got {run!r}")
+        self.sinks = SinkFanout([*([run] if run is not None else []), *sinks])
+        check_registry(registry)
+        self.run = run
+        self.registry = registry or current_registry()
+        self.step = None if step is None else _non_negative(step, "step")
+        self.listeners = _check_listeners(listeners)
+        self.window: StageWindow | None = None
+        self.metrics: dict[str, float] = {}
+        self._shared: _Shared | None = None
+        self._entered = False
+        self._loops: list[Generator[Any, None, None]] = []
+
+    def __enter__(self) -> ScriptWindow:
+        if self._entered:
+            raise RuntimeError(f"this {self.stage} window was already entered: make one per stage epoch")
+        self._entered = True
+        if SWITCH.on:
+            self._shared = _shared(self.run if self.run is not None else self.registry, self.registry)
+            mine = self._shared.recorder.listeners
+            mine += [x for x in self.listeners if x not in mine]
+            self._shared.recorder.begin(self.stage, self.epoch)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for loop in self._loops:  # a loop left by break or by an exception ends its last step now
+            loop.close()
+        shared = self._shared
+        if shared is None:
+            return
+        window = shared.recorder.end(self.stage)
+        shared.recorder.listeners[:] = [x for x in shared.recorder.listeners if x not in self.listeners]
+        if window is None:
+            return
+        self.window = window
+        self.metrics = stage_metrics(window)
+        step = shared.windows if self.step is None else self.step
+        shared.windows += 1
+        self.sinks.emit(window, self.metrics, step)
+
+    def iterate(self, iterable: Iterable[T]) -> Iterator[T]:
+        """Yield the items of ``iterable``, recording ``STAGE.data.wait`` and ``STAGE.step`` for each.
+
+        The step is the loop body: from handing an item out to the request for the next one.
+        Each item's samples are the first dimension of the first array (an object with a
+        ``.shape``) found in it, dicts, lists, tuples and dataclasses searched depth first.
+        """
+        if not self._entered or self.window is not None:
+            raise RuntimeError("iterate() belongs inside the window's with block")
+        if not isinstance(iterable, Iterable) and not hasattr(iterable, "__getitem__"):
+            raise TypeError(f"iterable must be iterable, got {iterable!r} of type {type(iterable).__name__}")
+        if self._shared is None:
+            return iter(iterable)
+        loop = self._timed(iterable, self._shared.recorder)
+        self._loops.append(loop)
+        return loop
+
+    def add_samples(self, n: int) -> None:
+        """Count ``n`` more samples in the window (for loops that ``iterate`` does not see)."""
+        _non_negative(n, "n")
+        if self._shared is not None:
+            self._shared.recorder.add_samples(self.stage, n)
+
+    def _timed(self, iterable: Iterable[T], rec: StageRecorder) -> Generator[T, None, None]:
+        items = timed_iter(iterable, self.stage, registry=self.registry)  # waits: STAGE.data.wait
+        try:
+            for item in items:
+                rec.step_begin(self.stage)
+                try:
+                    yield item
+                finally:
+                    rec.step_end(self.stage, batch=item)
+        finally:
+            items.close()
+
+
+def window(
+    stage: str,
+    *,
+    epoch: int,
+    sinks: Sequence[Sink] = (),
+    run: RunWriter | None = None,
+    registry: Registry | None = None,
+    step: int | None = None,
+    listeners: Sequence[StageListener] = (),
+) -> ScriptWindow:
+    """One stage epoch of a plain script: metrics to ``run`` and ``sinks`` when the block ends.
+
+    ``step`` is what sinks get as the step (default: a counter of the run's windows);
+    ``listeners`` follow the stage epoch as it runs (``perfkit.torch.ProfilerWindows``).
+    Training's time per sample is remembered per run (per registry without one) as the
+    reference of the other stages' ``time_per_sample_vs_train_ratio``.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.window("val", epoch=0, registry=reg) as w:
+    ...     for batch in w.iterate([[1, 2], [3, 4]]):
+    ...         pass
+    >>> w.metrics["perf/val/steps"], w.metrics["perf/val/samples"]
+    (2.0, 4.0)
+    """
+    return ScriptWindow(
+        stage, epoch=epoch, sinks=sinks, run=run, registry=registry, step=step, listeners=listeners
+    )
+
+
+def _check_listeners(listeners: object) -> tuple[StageListener, ...]:
+    if isinstance(listeners, StageListener) or not isinstance(listeners, Iterable):
+        raise TypeError(f"listeners must be a list of StageListeners, got {listeners!r}")
+    out = tuple(listeners)
+    for x in out:
+        if not isinstance(x, StageListener):
+            raise TypeError(f"listeners: {x!r} is not a perfkit.stages.StageListener")
+    return out
+
+
+def _non_negative(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return value

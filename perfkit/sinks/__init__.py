@@ -1,0 +1,14 @@
+"""Where each stage epoch's metrics go: a file, W&B, MLflow, the run directory, Lightning's loggers.
+
+A sink is any object with ``emit(window, metrics, step)`` and ``close()``; ``SinkFanout``
+sends to several and keeps one sink's failure from reaching the others or training.
+
+    sinks = [JsonlSink("runs/exp1/metrics.jsonl"), WandbSink(), MlflowSink()]
+    with perfkit.window("val", epoch=0, sinks=sinks) as w:
+        ...
+"""
+
+from ._builtin import WANDB_STEP_KEY, JsonlSink, MlflowSink, WandbSink
+from ._fanout import Sink, SinkFanout, check_sinks, sink_name
+
+__all__ = ["WANDB_STEP_KEY", "JsonlSink", "MlflowSink", "Sink", "SinkFanout", "WandbSink", "check_sinks", "sink_name"]

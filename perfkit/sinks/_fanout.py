@@ -1,0 +1,91 @@
+"""One output path: a ``Sink`` protocol and the fan-out that isolates each sink's failures.
+
+Everything perfkit publishes per stage epoch (``perfkit.window``, the Lightning monitor
+and its presets, the profiler's trace analyses) goes through a ``SinkFanout``. The fan-out
+owns the policy: a sink that raises is warned about once per kind of fault, counted, and
+skipped; the others still get the window, and nothing raises into training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol, runtime_checkable
+
+from .._warn import WarnOnce
+from ..stages import StageWindow
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives the metrics of each stage epoch; ``step`` is the x-axis value to log them at."""
+
+    def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SinkFanout:
+    """Send each window to every sink; a sink that fails is warned about once and skipped.
+
+    ``failures`` counts, per sink, the calls that raised (what was lost).
+
+    >>> from perfkit.sinks import SinkFanout
+    >>> class Down:
+    ...     def emit(self, window, metrics, step): raise ConnectionError("server down")
+    ...     def close(self): pass
+    >>> import warnings
+    >>> fan = SinkFanout([Down()])
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     fan.emit(None, {}, 0); fan.emit(None, {}, 1)  # type: ignore[arg-type]
+    >>> fan.failures
+    {'Down': 2}
+    """
+
+    def __init__(self, sinks: Iterable[Sink] = ()) -> None:
+        self.sinks: list[Sink] = check_sinks(sinks)
+        self.failures: dict[str, int] = {}
+        self._warn = WarnOnce()
+
+    def add(self, sink: Sink) -> None:
+        """Send later windows to ``sink`` too."""
+        self.sinks.extend(check_sinks([sink]))
+
+    def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(window, metrics, step)
+            except Exception as exc:  # a sink that is down must not stop training
+                self._failed(sink, "emit", exc)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:
+                self._failed(sink, "close", exc)
+
+    def _failed(self, sink: Sink, call: str, exc: Exception) -> None:
+        name = sink_name(sink)
+        self.failures[name] = self.failures.get(name, 0) + 1
+        self._warn(
+            f"{name}:{call}:{type(exc).__name__}",
+            f"perfkit: {name}.{call} failed: {exc!r}; training goes on (said once per kind of fault)",
+        )
+
+
+def sink_name(sink: object) -> str:
+    """How warnings and counts name a sink: its ``name`` attribute, else its class."""
+    name = getattr(sink, "name", None)
+    return name if isinstance(name, str) and name else type(sink).__name__
+
+
+def check_sinks(sinks: object) -> list[Sink]:
+    """``sinks=`` as every constructor takes it: a list of objects with ``emit`` (and ``close``)."""
+    if hasattr(sinks, "emit") or not isinstance(sinks, Iterable) or isinstance(sinks, (str, bytes)):
+        raise TypeError(f"sinks must be a list of sinks, got {sinks!r}: pass [sink]")
+    out = list(sinks)
+    for s in out:
+        if not callable(getattr(s, "emit", None)):
+            raise TypeError(f"sinks: {s!r} has no emit(window, metrics, step) method")
+    return out

@@ -1,0 +1,48 @@
+"""Stage epochs: one owner of "where did this epoch's time go", for every integration.
+
+A *stage* is a loop over a data set (``train``, ``val``, ``test``, ``predict``); a *phase*
+is a part of a step (data fetch, forward, backward, optimizer). ``StageRecorder`` records
+a program's stage epochs once, however many consumers listen; each ends as a
+``StageWindow`` with its ``Account`` (the wall time split into parts that add up to it),
+which ``stage_metrics`` turns into flat, unit-suffixed metrics.
+
+    rec = StageRecorder()
+    rec.begin("train", epoch=0)
+    ...
+    window = rec.end("train")
+    stage_metrics(window)["perf/train/time/data_wait_fraction"]
+"""
+
+from ._account import PARTS, Account, stage_account
+from ._batch import batch_size
+from ._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
+from ._metrics import metric_key, stage_metrics, stage_prefix
+from ._recorder import StageListener, StageRecorder
+from ._segments import Window
+from ._tags import tag_step, take_tags
+from ._window import RankPart, SlowStep, StageWindow, keep_slowest
+
+__all__ = [
+    "PARTS",
+    "Account",
+    "LoopStats",
+    "RankPart",
+    "SlowStep",
+    "StageListener",
+    "StageRecorder",
+    "StageWindow",
+    "Window",
+    "all_loops",
+    "batch_size",
+    "cores_for_workers",
+    "keep_slowest",
+    "loop_stats",
+    "metric_key",
+    "stage_account",
+    "stage_metrics",
+    "stage_prefix",
+    "tag_step",
+    "take_tags",
+    "worker_count",
+    "workers_needed",
+]

@@ -1,0 +1,139 @@
+"""The account of a stage epoch: its wall time split into exclusive parts that add up to it.
+
+================  ====================================================================
+``data_wait``     waiting for the loader: ``iter()`` (worker start-up) and every ``next()``
+``step``          the step's own compute (other components' hooks inside it taken out)
+``callbacks``     other components' hooks during the stage (Lightning callbacks), by owner
+``loader_setup``  building loaders (a framework asking the user's code for them), by stage
+``other``         the rest: the framework's own loop, logging, what no timer covers
+================  ====================================================================
+
+``other`` is what is left, shown and never hidden. Where measured parts overlap (a step
+that pulls its own batches from the loader), they can add up to more than the wall time:
+``other`` is then 0 and ``overlap_s`` says by how much.
+
+>>> import perfkit
+>>> reg = perfkit.Registry()
+>>> t = reg.clock()
+>>> reg.record("val.data.wait", t, t + 30_000_000); reg.record("val.step", t, t + 60_000_000)
+>>> a = stage_account(reg.snapshot(), "val", "val", wall_s=0.1)
+>>> round(a.fraction("data_wait"), 2), round(a.fraction("step"), 2), round(a.fraction("other"), 2)
+(0.3, 0.6, 0.1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._snapshot import Snapshot
+from ..names import HOOK, LOADER_SETUP, iter_series, step_series, wait_series
+
+PARTS = ("data_wait", "step", "callbacks", "loader_setup", "other")
+"""The parts of an account, in the order a report stacks them."""
+
+
+@dataclass(frozen=True)
+class Account:
+    """Seconds per part (``PARTS``) of ``wall_s``, and per subject within a part.
+
+    Subjects: ``data_wait`` -> ``iter``, ``first_batch``, ``batches``; ``callbacks`` -> each
+    callback's name; ``loader_setup`` -> each stage whose loaders were built.
+    """
+
+    wall_s: float
+    parts: Mapping[str, float]
+    subjects: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    overlap_s: float = 0.0
+
+    def seconds(self, part: str) -> float:
+        """Seconds of ``part`` (0 for a part with nothing measured)."""
+        return self.parts.get(part, 0.0)
+
+    def fraction(self, part: str) -> float:
+        """Share of the wall time spent in ``part`` (0 for an empty window)."""
+        return self.seconds(part) / self.wall_s if self.wall_s > 0 else 0.0
+
+    @staticmethod
+    def empty(wall_s: float) -> Account:
+        """An account with nothing measured: all of ``wall_s`` is ``other``."""
+        return Account(wall_s, {p: (wall_s if p == "other" else 0.0) for p in PARTS})
+
+    @staticmethod
+    def mean(accounts: Iterable[Account]) -> Account:
+        """The mean over ranks, part by part: each rank's seconds against its own wall time."""
+        items = list(accounts)
+        n = len(items) or 1
+        subjects: dict[str, dict[str, float]] = {}
+        for a in items:
+            for part, subs in a.subjects.items():
+                mine = subjects.setdefault(part, {})
+                for name, s in subs.items():
+                    mine[name] = mine.get(name, 0.0) + s / n
+        return Account(
+            wall_s=sum(a.wall_s for a in items) / n,
+            parts={p: sum(a.seconds(p) for a in items) / n for p in PARTS},
+            subjects=subjects,
+            overlap_s=sum(a.overlap_s for a in items) / n,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "wall_s": self.wall_s,
+            "parts": dict(self.parts),
+            "subjects": {k: dict(v) for k, v in self.subjects.items()},
+            "overlap_s": self.overlap_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Account:
+        return cls(
+            wall_s=float(data["wall_s"]),
+            parts={str(k): float(v) for k, v in dict(data["parts"]).items()},
+            subjects={
+                str(k): {str(n): float(s) for n, s in dict(v).items()}
+                for k, v in dict(data.get("subjects") or {}).items()
+            },
+            overlap_s=float(data.get("overlap_s") or 0.0),
+        )
+
+
+def stage_account(snapshot: Snapshot, stage: str, loader: str, *, wall_s: float) -> Account:
+    """The account of one stage epoch on one rank, from the records of its window."""
+    wait, started = _total(snapshot, wait_series(loader)), _total(snapshot, iter_series(loader))
+    first = _first_sample_s(snapshot, wait_series(loader))
+    hook_prefix = stage + HOOK
+    callbacks = {n[len(hook_prefix) :]: snapshot[n].total_s for n in snapshot if n.startswith(hook_prefix)}
+    setups = {n[: -len(LOADER_SETUP)]: snapshot[n].total_s for n in snapshot if n.endswith(LOADER_SETUP)}
+    parts = {
+        "data_wait": wait + started,
+        "step": _total(snapshot, step_series(stage)),
+        "callbacks": sum(callbacks.values()),
+        "loader_setup": sum(setups.values()),
+    }
+    named = sum(parts.values())
+    parts["other"] = max(0.0, wall_s - named)
+    subjects = {
+        "data_wait": {"iter": started, "first_batch": first, "batches": max(0.0, wait - first)},
+        "callbacks": callbacks,
+        "loader_setup": setups,
+    }
+    return Account(wall_s, parts, subjects, overlap_s=max(0.0, named - wall_s))
+
+
+def _total(snapshot: Snapshot, name: str) -> float:
+    stats = snapshot.get(name)
+    return stats.total_s if stats is not None else 0.0
+
+
+def _first_sample_s(snapshot: Snapshot, name: str) -> float:
+    """The duration of the earliest retained record of ``name`` (the epoch's first batch)."""
+    if name not in snapshot:
+        return 0.0
+    data = snapshot.data(name)
+    if not len(data.starts_ns):
+        return 0.0
+    return float(data.durations_ns[int(np.argmin(data.starts_ns))]) / 1e9

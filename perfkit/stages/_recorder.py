@@ -1,0 +1,358 @@
+"""``StageRecorder``: the one owner of "where did this stage epoch's time go".
+
+Whoever drives a training program (the Lightning integration, ``perfkit.window`` in a
+script) tells the recorder when a stage epoch begins and ends, when each step begins and
+ends, and how long other components' hooks took; the recorder turns that into records of
+the registry (``STAGE.step``, ``STAGE.hook.OWNER``), counts samples, keeps the slowest
+steps with their ``tag_step`` tags, pauses an enclosing stage while another runs inside it
+(validation inside a training epoch), and at the end of each stage epoch builds its
+``StageWindow``: the snapshot, the wall time, the account of every second, merged over
+ranks when a ``gather`` is given. Listeners (a monitor that logs, presets that map keys,
+a profiler that follows stages) receive each window: however many of them there are, each
+step is recorded once.
+
+    rec = StageRecorder(registry)
+    rec.begin("val", epoch=0)
+    for i, batch in enumerate(loader):          # the loader records val.data.wait
+        rec.step_begin("val")
+        validate(batch)
+        rec.step_end("val", batch=batch)
+    window = rec.end("val")
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._context import NODES, get_cell, new_cell
+from .._registry import Registry, add_record, check_registry, current_registry
+from .._snapshot import Snapshot
+from .._warn import WarnOnce
+from ..names import hook_series, step_series
+from ._account import Account, stage_account
+from ._batch import batch_size
+from ._segments import Window
+from ._tags import take_tags
+from ._window import RankPart, SlowStep, StageWindow, keep_slowest
+
+Gather = Callable[[Any], Sequence[Any]]
+"""Every rank's object, in rank order (a ``torch.distributed.all_gather_object``); called once per
+stage epoch on every rank, in the same order."""
+
+
+class StageListener:
+    """Receives a recorder's events; override what you need (each is called on the training thread)."""
+
+    def stage_begun(self, stage: str, epoch: int) -> None:
+        """A stage epoch began (for validation inside training: training is now paused)."""
+
+    def step_ended(self, stage: str, index: int, duration_ns: int) -> None:
+        """The ``index``-th step of the stage epoch ended; ``duration_ns`` is its own compute."""
+
+    def stage_ended(self, window: StageWindow) -> None:
+        """A stage epoch ended: its window, merged over ranks."""
+
+
+class _Sampler:
+    """What the recorder needs of a ``perfkit.ResourceSampler``."""
+
+    def sample_now(self) -> None: ...
+
+
+@dataclass
+class _Epoch:
+    """One stage epoch in progress on this rank."""
+
+    stage: str
+    epoch: int
+    loader: str
+    window: Window
+    base: int  # the node stage records are made under
+    step_node: int
+    step_start: int | None = None
+    excluded_ns: int = 0  # other components' hook time inside the open step
+    steps: int = 0
+    counted: int = 0  # steps whose batch was counted
+    samples: int | None = 0
+    slowest: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
+    nested_s: float = 0.0
+    waited: bool = False
+
+
+@dataclass(frozen=True)
+class _RankResult:
+    """What each rank contributes to a stage epoch's window (what ``gather`` carries)."""
+
+    rank: int
+    snapshot: Snapshot
+    wall_s: float
+    samples: int | None
+    slowest: tuple[SlowStep, ...]
+    account: Account
+    steps: int
+    step_mean_s: float
+
+
+class StageRecorder:
+    """Stage epochs, steps and hook time of one training program, recorded once into ``registry``.
+
+    ``top_k_slowest`` steps are kept per stage epoch with their tags; ``batch_size_fn`` counts
+    the samples of a batch (default: ``perfkit.stages.batch_size``; if it raises, samples are
+    no longer counted, with one warning); ``sampler`` (a ``ResourceSampler``) takes a last
+    sample before each window closes, so memory peaks reach the end of the epoch; ``gather``
+    merges the ranks of a distributed job (``rank`` is this process's).
+
+    >>> import perfkit
+    >>> from perfkit.stages import StageRecorder
+    >>> rec = StageRecorder(perfkit.Registry())
+    >>> rec.begin("val", 0)
+    >>> for batch in ([1, 2], [3, 4]):
+    ...     rec.step_begin("val"); rec.step_end("val", batch=batch)
+    >>> w = rec.end("val")
+    >>> w.snapshot["val.step"].count, w.samples
+    (2, 4)
+    """
+
+    def __init__(
+        self,
+        registry: Registry | None = None,
+        *,
+        top_k_slowest: int = 5,
+        batch_size_fn: Callable[[Any], int | None] | None = None,
+        sampler: _Sampler | None = None,
+        gather: Gather | None = None,
+        rank: int = 0,
+    ) -> None:
+        check_registry(registry)
+        if isinstance(top_k_slowest, bool) or not isinstance(top_k_slowest, int) or top_k_slowest < 0:
+            raise ValueError(f"top_k_slowest must be an int >= 0, got {top_k_slowest!r}")
+        if batch_size_fn is not None and not callable(batch_size_fn):
+            raise TypeError(f"batch_size_fn must be callable or None, got {batch_size_fn!r}")
+        if sampler is not None and not callable(getattr(sampler, "sample_now", None)):
+            raise TypeError(f"sampler must have a sample_now() method, got {sampler!r}")
+        if gather is not None and not callable(gather):
+            raise TypeError(f"gather must be callable or None, got {gather!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"rank must be an int >= 0, got {rank!r}")
+        self.registry = registry or current_registry()
+        self.top_k_slowest = top_k_slowest
+        self.batch_size_fn = batch_size_fn
+        self.sampler = sampler
+        self.gather = gather
+        self.rank = rank
+        self.listeners: list[StageListener] = []
+        self._open: dict[str, _Epoch] = {}
+        self._stack: list[str] = []  # open stages, innermost last
+        self._train_s_per_sample: float | None = None
+        self._count_samples = True
+        self._warn = WarnOnce()
+
+    # ---- stage epochs ---------------------------------------------------------------------
+
+    def is_open(self, stage: str) -> bool:
+        """Whether a ``stage`` epoch has begun and not yet ended."""
+        return stage in self._open
+
+    @property
+    def active(self) -> str | None:
+        """The innermost open stage (the one running now), or None."""
+        return self._stack[-1] if self._stack else None
+
+    def begin(self, stage: str, epoch: int, *, loader: str | None = None) -> None:
+        """Open a ``stage`` epoch (doing nothing if one is open); an enclosing stage is paused.
+
+        ``loader`` names the loader series when it is not ``stage`` (a sanity check reads ``val``'s).
+        """
+        if stage in self._open:
+            return
+        outer = self.active
+        if outer is not None:
+            self._open[outer].window.pause()
+        base = (get_cell(None) or new_cell())[0]
+        self._open[stage] = _Epoch(
+            stage=stage,
+            epoch=epoch,
+            loader=loader or stage,
+            window=Window(self.registry),
+            base=base,
+            step_node=NODES.child(base, step_series(stage), overlay=True),
+        )
+        self._stack.append(stage)
+        self._notify("stage_begun", stage, epoch)
+
+    def end(self, stage: str) -> StageWindow | None:
+        """Close the ``stage`` epoch and return its window (None if none was open); listeners get it."""
+        state = self._close(stage)
+        if state is None:
+            return None
+        window = self._window(state)
+        if stage == "train" and window.s_per_sample is not None:
+            self._train_s_per_sample = window.s_per_sample
+        self._notify("stage_ended", window)
+        return window
+
+    def discard(self, stage: str) -> None:
+        """Close the ``stage`` epoch without a window (a loop that turned out to have nothing to run)."""
+        self._close(stage, sample=False)
+
+    def _close(self, stage: str, *, sample: bool = True) -> _Epoch | None:
+        state = self._open.pop(stage, None)
+        if state is None:
+            return None
+        self._stack.remove(stage)
+        if sample and self.sampler is not None:
+            self.sampler.sample_now()  # the memory peak up to the very end of the window
+        state.window.close()
+        outer = self.active
+        if outer is not None:
+            enclosing = self._open[outer]
+            enclosing.nested_s += state.window.wall_s + state.nested_s
+            enclosing.window.resume()
+        return state
+
+    # ---- steps and hooks ------------------------------------------------------------------
+
+    def step_begin(self, stage: str) -> None:
+        """A step of ``stage`` begins now."""
+        state = self._open.get(stage)
+        if state is not None:
+            state.step_start = self.registry.clock()
+            state.excluded_ns = 0
+
+    def step_end(self, stage: str, *, batch: Any = None, failed: bool = False) -> int | None:
+        """The step of ``stage`` ends now; returns its own compute in ns (None without an open step).
+
+        Pass ``batch`` to count its samples now, or call ``batch_done`` once the batch is known.
+        """
+        state = self._open.get(stage)
+        if state is None or state.step_start is None:
+            return None
+        t0, state.step_start = state.step_start, None
+        duration = max(0, self.registry.clock() - t0 - state.excluded_ns)
+        add_record(self.registry, state.step_node, t0, t0 + duration, failed=failed)
+        index = state.steps
+        state.steps += 1
+        if self.top_k_slowest:
+            keep_slowest(state.slowest, (duration, index, take_tags()), self.top_k_slowest)
+        if batch is not None:
+            self.batch_done(stage, batch)
+        self._notify("step_ended", stage, index, duration)
+        return duration
+
+    def batch_done(self, stage: str, batch: Any) -> None:
+        """Count the samples of the batch of the step that just ended (once per step)."""
+        state = self._open.get(stage)
+        if state is None or state.counted >= state.steps:
+            return
+        state.counted = state.steps
+        if state.samples is None:
+            return
+        n = self._batch_size(batch)
+        state.samples = None if n is None else state.samples + n
+
+    def add_samples(self, stage: str, n: int) -> None:
+        """Count ``n`` more samples in the open ``stage`` epoch (batches its steps did not see)."""
+        state = self._open.get(stage)
+        if state is not None and state.samples is not None:
+            state.samples += n
+
+    def hook(self, owner: str, t0: int, t1: int, *, failed: bool = False) -> None:
+        """``owner`` (another component: a callback) ran from ``t0`` to ``t1`` during the active stage.
+
+        Time inside an open step is taken out of the step's own compute.
+        """
+        stage = self.active
+        if stage is None:
+            return
+        state = self._open[stage]
+        node = NODES.child(state.base, hook_series(stage, owner), overlay=True)
+        add_record(self.registry, node, t0, t1, failed=failed)
+        if state.step_start is not None:
+            state.excluded_ns += max(0, t1 - t0)
+
+    def record(self, stage: str, series: str, t0: int, t1: int) -> None:
+        """A span of ``stage``'s timeline measured elsewhere (building its loaders, say)."""
+        state = self._open.get(stage) or (self._open.get(self.active) if self.active else None)
+        base = state.base if state is not None else (get_cell(None) or new_cell())[0]
+        add_record(self.registry, NODES.child(base, series, overlay=True), t0, t1, failed=False)
+
+    # ---- windows ----------------------------------------------------------------------------
+
+    def _window(self, state: _Epoch) -> StageWindow:
+        snapshot = state.window.close()
+        wall = state.window.wall_s
+        step = snapshot.get(step_series(state.stage))
+        mine = _RankResult(
+            rank=self.rank,
+            snapshot=snapshot,
+            wall_s=wall,
+            samples=state.samples,
+            slowest=tuple(
+                SlowStep(state.stage, state.epoch, index, self.rank, ns / 1e9, tags)
+                for ns, index, tags in sorted(state.slowest, reverse=True)
+            ),
+            account=stage_account(snapshot, state.stage, state.loader, wall_s=wall),
+            steps=step.count if step is not None else 0,
+            step_mean_s=step.mean_s if step is not None else 0.0,
+        )
+        ranks: list[_RankResult] = list(self.gather(mine)) if self.gather is not None else [mine]
+        merged = ranks[0].snapshot.merge(*(r.snapshot for r in ranks[1:])) if len(ranks) > 1 else snapshot
+        samples = [r.samples for r in ranks]
+        slowest = heapq.nlargest(self.top_k_slowest, (s for r in ranks for s in r.slowest), key=_duration)
+        return StageWindow(
+            stage=state.stage,
+            epoch=state.epoch,
+            snapshot=merged,
+            wall_s=max(r.wall_s for r in ranks),
+            account=Account.mean(r.account for r in ranks) if len(ranks) > 1 else mine.account,
+            samples=None if any(s is None for s in samples) else sum(s or 0 for s in samples),
+            loader=state.loader if state.loader != state.stage else None,
+            slowest=tuple(slowest),
+            ranks=tuple(RankPart(r.rank, r.wall_s, r.steps, r.step_mean_s, r.account) for r in ranks)
+            if len(ranks) > 1
+            else (),
+            nested_s=state.nested_s,
+            reference_s_per_sample=None if state.stage == "train" else self._reference(),
+        )
+
+    def _reference(self) -> float | None:
+        """Training's time per sample: so far in the open training epoch, else the last one's."""
+        train = self._open.get("train")
+        if train is not None and train.samples and train.window.wall_s > 0:
+            return train.window.wall_s / train.samples
+        return self._train_s_per_sample
+
+    def steps(self, stage: str) -> int:
+        """Steps recorded so far in the open ``stage`` epoch (0 when none is open)."""
+        state = self._open.get(stage)
+        return state.steps if state is not None else 0
+
+    def _batch_size(self, batch: Any) -> int | None:
+        if not self._count_samples:
+            return None
+        if self.batch_size_fn is None:
+            return batch_size(batch)
+        try:
+            n = self.batch_size_fn(batch)
+            return None if n is None else int(n)
+        except Exception as exc:  # the user's function must not stop training
+            self._count_samples = False
+            self._warn(
+                "batch_size_fn", f"perfkit: batch_size_fn raised {exc!r}; samples/s is off for this run"
+            )
+            return None
+
+    def _notify(self, event: str, *args: Any) -> None:
+        for listener in self.listeners:
+            try:
+                getattr(listener, event)(*args)
+            except Exception as exc:  # a listener's fault must not stop training
+                name = type(listener).__name__
+                self._warn(f"listener:{name}:{event}", f"perfkit: {name}.{event} failed: {exc!r}")
+
+
+def _duration(step: SlowStep) -> float:
+    return step.duration_s

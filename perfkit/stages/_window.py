@@ -1,0 +1,156 @@
+"""What one stage epoch came to: its snapshot, wall time, samples, slowest steps and time account.
+
+``StageWindow`` is what a ``StageRecorder`` hands its listeners when a stage epoch ends,
+what sinks receive, and what the run directory stores (``to_dict`` / ``from_dict``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._snapshot import Snapshot
+from ._account import Account
+
+
+@dataclass(frozen=True)
+class SlowStep:
+    """One of the slowest steps of a stage, with the user's tags for that batch."""
+
+    stage: str
+    epoch: int
+    batch_idx: int
+    rank: int
+    duration_s: float
+    tags: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SlowStep:
+        """Read what ``dataclasses.asdict`` wrote (``phase`` is the old name of ``stage``)."""
+        stage = data.get("stage", data.get("phase"))
+        return cls(
+            stage=str(stage),
+            epoch=int(data["epoch"]),
+            batch_idx=int(data["batch_idx"]),
+            rank=int(data.get("rank", 0)),
+            duration_s=float(data["duration_s"]),
+            tags={str(k): float(v) for k, v in dict(data.get("tags") or {}).items()},
+        )
+
+
+def keep_slowest(heap: list[Any], entry: tuple[Any, ...], k: int) -> None:
+    """Keep in ``heap`` the ``k`` largest entries seen (entries compare by their first item)."""
+    if len(heap) < k:
+        heapq.heappush(heap, entry)
+    elif entry[0] > heap[0][0]:
+        heapq.heapreplace(heap, entry)
+
+
+@dataclass(frozen=True)
+class RankPart:
+    """What one rank measured of a stage epoch (under DDP each rank has one)."""
+
+    rank: int
+    wall_s: float
+    steps: int
+    step_mean_s: float
+    account: Account
+
+
+@dataclass(frozen=True)
+class StageWindow:
+    """One epoch of one stage: its snapshot (merged over ranks), wall time, samples and account.
+
+    ``wall_s`` excludes other stages run inside it (validation inside a training epoch), whose
+    time is ``nested_s``. ``loader`` names the loader series when it is not the stage's own
+    (the sanity check reads validation's loader). ``ranks`` holds each rank's part when several
+    ranks took part, in rank order; ``account`` is then the mean over ranks.
+    ``reference_s_per_sample`` is training's time per sample, for the other stages' ratio.
+    """
+
+    stage: str
+    epoch: int
+    snapshot: Snapshot
+    wall_s: float
+    account: Account
+    samples: int | None = None
+    loader: str | None = None
+    slowest: tuple[SlowStep, ...] = ()
+    ranks: tuple[RankPart, ...] = ()
+    nested_s: float = 0.0
+    reference_s_per_sample: float | None = None
+
+    @property
+    def s_per_sample(self) -> float | None:
+        """Wall seconds per sample (None without a sample count)."""
+        return self.wall_s / self.samples if self.samples else None
+
+    @property
+    def loader_name(self) -> str:
+        """The name of the stage's loader series (``val`` for a sanity check)."""
+        return self.loader or self.stage
+
+    @property
+    def rank_step_means_s(self) -> tuple[float, ...]:
+        """Each rank's mean step time in rank order (NaN for a rank without steps); empty for one rank."""
+        return tuple(r.step_mean_s if r.steps else math.nan for r in self.ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the snapshot, which the run directory keeps in a file of its own."""
+        return {
+            "stage": self.stage,
+            "epoch": self.epoch,
+            "wall_s": self.wall_s,
+            "samples": self.samples,
+            "loader": self.loader,
+            "nested_s": self.nested_s,
+            "reference_s_per_sample": self.reference_s_per_sample,
+            "account": self.account.to_dict(),
+            "ranks": [{**asdict(r), "account": r.account.to_dict()} for r in self.ranks],
+            "slowest": [asdict(s) for s in self.slowest],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], snapshot: Snapshot) -> StageWindow:
+        """Read ``to_dict``'s output back, with its snapshot."""
+        wall = float(data["wall_s"])
+        account = data.get("account")
+        return cls(
+            stage=str(data.get("stage", data.get("phase"))),
+            epoch=int(data["epoch"]),
+            snapshot=snapshot,
+            wall_s=wall,
+            account=Account.from_dict(account) if isinstance(account, Mapping) else Account.empty(wall),
+            samples=_int_or_none(data.get("samples")),
+            loader=data.get("loader") if isinstance(data.get("loader"), str) else None,
+            slowest=tuple(SlowStep.from_dict(s) for s in _list(data.get("slowest"))),
+            ranks=tuple(
+                RankPart(
+                    rank=int(r["rank"]),
+                    wall_s=float(r["wall_s"]),
+                    steps=int(r["steps"]),
+                    step_mean_s=float(r["step_mean_s"]),
+                    account=Account.from_dict(r["account"]),
+                )
+                for r in _list(data.get("ranks"))
+            ),
+            nested_s=float(data.get("nested_s") or 0.0),
+            reference_s_per_sample=_float_or_none(data.get("reference_s_per_sample")),
+        )
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []  # format 1 stored the number of ranks here
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float_or_none(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
