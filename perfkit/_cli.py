@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable
 from typing import TypeAlias
 
-
 # The type of the object ``add_subparsers()`` returns; each ``_add_<name>`` receives it.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 

@@ -98,8 +98,8 @@ def loader_of(name: str) -> str:
 def is_stage_series(name: str) -> bool:
     """Whether ``name`` is one of perfkit's own stage or loader series (not a user's section).
 
-    >>> is_stage_series("val.data.wait"), is_stage_series("val.hook.ModelCheckpoint"), is_stage_series("collate")
-    (True, True, False)
+    >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
+    [True, True, False]
     """
     if name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP)):
         return True

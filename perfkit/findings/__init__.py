@@ -1,7 +1,7 @@
 """Findings: what a run's windows or a profiler trace say in plain words, each rule a small function.
 
-    run_findings(read_run("runs/exp1"))         # the run's findings, most important first
-    find_bottlenecks(analyze_trace("t.json"))   # a trace's findings
+run_findings(read_run("runs/exp1"))         # the run's findings, most important first
+find_bottlenecks(analyze_trace("t.json"))   # a trace's findings
 """
 
 from ._finding import Finding

@@ -42,6 +42,7 @@ MEMORY_CHANGES = (  # over the whole run: every phase sees the same processes
     Change("workers_rss_peak_mb", "workers' memory peak", 0.2),
 )
 
+
 def run_findings(run: RunData) -> tuple[Finding, ...]:
     """The findings of ``run``: the time split between phases first, then each phase's findings."""
     phases: dict[str, list[RunWindow]] = {}

@@ -129,13 +129,17 @@ def _findings(run: RunData, problems: Sequence[str]) -> str:
 def _time(windows: Sequence[RunWindow], split: str | None, workers: str | None) -> str:
     out = "<h3>Where each stage epoch's time went</h3>" + plot_or(split, "no windows")
     out += "<h3>Section trees, per stage</h3>"
-    out += none("each stage's epochs merged; self = total minus the sections inside it; p95 and max per stage")
+    out += none(
+        "each stage's epochs merged; self = total minus the sections inside it; p95 and max per stage"
+    )
     trees = 0
     for stage, snapshot in _per_stage(windows).items():
         rows = tree_rows(snapshot)
         if rows:
             out += f"<h4>{e(stage_label(stage))}</h4>"
-            out += table(["section", *HEAD, "errors"], [[label, *cells] for label, cells in rows], first_class="tree")
+            out += table(
+                ["section", *HEAD, "errors"], [[label, *cells] for label, cells in rows], first_class="tree"
+            )
             trees += 1
     if not trees:
         out += none("no sections recorded")

@@ -45,7 +45,9 @@ def summary_text(window: StageWindow, metrics: Mapping[str, float], *, prefix: s
     if memory:
         lines.append("  memory   peak " + memory)
     if window.slowest:
-        lines.append("  slowest  " + ", ".join(_slow(s.batch_idx, s.duration_s, s.tags) for s in window.slowest[:3]))
+        lines.append(
+            "  slowest  " + ", ".join(_slow(s.batch_idx, s.duration_s, s.tags) for s in window.slowest[:3])
+        )
     return "\n".join(lines)
 
 
@@ -111,5 +113,3 @@ def _n(n: int, word: str) -> str:
 def _slow(batch_idx: int, duration_s: float, tags: Mapping[str, float]) -> str:
     text = "".join(f", {k}={v:g}" for k, v in tags.items())
     return f"batch {batch_idx} ({duration_s * 1e3:.1f} ms{text})"
-
-

@@ -44,5 +44,7 @@ def log_report_to_mlflow(
 def _report_file(path: str | os.PathLike[str]) -> Path:
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"report {file} does not exist: write it with perfkit.reports.write_html_report")
+        raise FileNotFoundError(
+            f"report {file} does not exist: write it with perfkit.reports.write_html_report"
+        )
     return file

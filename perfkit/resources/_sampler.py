@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from .._registry import Registry, check_registry, get_registry
-from ._sources import SOURCES, Source, SourceUnavailable, default_sources
 from .._warn import WarnOnce
+from ._sources import SOURCES, Source, SourceUnavailable, default_sources
 
 log = logging.getLogger("perfkit")
 _ALIVE: weakref.WeakSet[ResourceSampler] = weakref.WeakSet()

@@ -1,13 +1,23 @@
 """A run: its stage windows in a script (``window``), and the run directory that keeps them.
 
-    with perfkit.window("val", epoch=0, sinks=[RunWriter("runs/exp1")]) as w:
-        for batch in w.iterate(loader):
-            ...
-    read_run("runs/exp1").windows[0].metric("step_ms_p95")
+with perfkit.window("val", epoch=0, sinks=[RunWriter("runs/exp1")]) as w:
+    for batch in w.iterate(loader):
+        ...
+read_run("runs/exp1").windows[0].metric("step_ms_p95")
 """
 
 from ._reader import RunData, RunTrace, RunWindow, read_run
 from ._script import ScriptWindow, window
 from ._writer import FORMAT, RunWriter, file_stem
 
-__all__ = ["FORMAT", "RunData", "RunTrace", "RunWindow", "RunWriter", "ScriptWindow", "file_stem", "read_run", "window"]
+__all__ = [
+    "FORMAT",
+    "RunData",
+    "RunTrace",
+    "RunWindow",
+    "RunWriter",
+    "ScriptWindow",
+    "file_stem",
+    "read_run",
+    "window",
+]

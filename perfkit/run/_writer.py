@@ -81,7 +81,9 @@ class RunWriter:
     def close(self) -> None:
         """As a sink: nothing to release (every line is written when its window ends)."""
 
-    def add_window(self, window: StageWindow, metrics: Mapping[str, float], *, step: int | None = None) -> None:
+    def add_window(
+        self, window: StageWindow, metrics: Mapping[str, float], *, step: int | None = None
+    ) -> None:
         """Record one stage epoch: its metrics and account on a line, its snapshot in its own file."""
         self._safely("window", self._add_window, window, metrics, step)
 

@@ -56,17 +56,19 @@ class SinkFanout:
             try:
                 sink.emit(window, metrics, step)
             except Exception as exc:  # a sink that is down must not stop training
-                self._failed(sink, "emit", exc)
+                self.record_failure(sink, "emit", exc)
 
     def close(self) -> None:
         for sink in self.sinks:
             try:
                 sink.close()
             except Exception as exc:
-                self._failed(sink, "close", exc)
+                self.record_failure(sink, "close", exc)
 
-    def _failed(self, sink: Sink, call: str, exc: Exception) -> None:
-        name = sink_name(sink)
+    def record_failure(self, sink: object, call: str, exc: Exception) -> None:
+        """Count a failed call of ``sink`` and warn once per kind of fault (for callers that call a
+        sink's other methods through the fan-out's policy)."""
+        name = sink if isinstance(sink, str) else sink_name(sink)
         self.failures[name] = self.failures.get(name, 0) + 1
         self._warn(
             f"{name}:{call}:{type(exc).__name__}",

@@ -89,5 +89,3 @@ def all_loops(snap: Snapshot) -> list[LoopStats]:
     names = [n[: -len(TURN)] for n in snap if n.endswith(TURN)]
     found = [loop_stats(snap, n) for n in names if wait_series(n) in snap]
     return [s for s in found if s is not None]
-
-

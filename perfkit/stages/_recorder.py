@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .._context import NODES, get_cell, new_cell
 from .._registry import Registry, add_record, check_registry, current_registry
@@ -56,7 +56,7 @@ class StageListener:
         """A stage epoch ended: its window, merged over ranks."""
 
 
-class _Sampler:
+class _Sampler(Protocol):
     """What the recorder needs of a ``perfkit.ResourceSampler``."""
 
     def sample_now(self) -> None: ...

@@ -84,7 +84,11 @@ class ProfilerWindows(StageListener):
         self.activities = activity_list(activities)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
-        if isinstance(max_trace_mb, bool) or not isinstance(max_trace_mb, (int, float)) or not max_trace_mb > 0:
+        if (
+            isinstance(max_trace_mb, bool)
+            or not isinstance(max_trace_mb, (int, float))
+            or not max_trace_mb > 0
+        ):
             raise ValueError(f"max_trace_mb must be a number > 0, got {max_trace_mb!r}")
         self.record_shapes, self.with_stack, self.profile_memory = record_shapes, with_stack, profile_memory
         self.gzip = gzip

@@ -31,7 +31,12 @@ DATA_LOADING, FORWARD, BACKWARD, OPTIMIZER = range(4)
 # Mark sources, higher wins a tie.
 TORCH, LIGHTNING, PERFKIT = 1, 2, 3
 
-PERFKIT_MARKS = {MARK_DATA: DATA_LOADING, MARK_FORWARD: FORWARD, MARK_BACKWARD: BACKWARD, MARK_OPTIMIZER: OPTIMIZER}
+PERFKIT_MARKS = {
+    MARK_DATA: DATA_LOADING,
+    MARK_FORWARD: FORWARD,
+    MARK_BACKWARD: BACKWARD,
+    MARK_OPTIMIZER: OPTIMIZER,
+}
 _LIGHTNING_PROFILE = "[pl][profile]"
 # Lightning names an action "[pl][profile]" + "[Owner]Class.hook" or a bare hook name; hooks such
 # as on_before_backward or on_before_optimizer_step are callbacks around a phase, not the phase.

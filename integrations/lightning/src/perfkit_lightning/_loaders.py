@@ -1,12 +1,12 @@
-"""Instrument the DataLoaders each Lightning loop iterates, as soon as the loop asks for them.
+"""Instrument the loaders each Lightning loop iterates, as soon as the loop asks for them.
 
-Each loop gets its loaders from its ``_data_source`` and starts iterating them
-(starting the workers) inside the same call, before any callback hook runs.
-So the monitor wraps each loop's ``_data_source.dataloader`` from ``setup``:
-the loaders are instrumented the moment they are built, and a loader Lightning
-then re-creates (to add a DistributedSampler) stays instrumented, since
-``perfkit.torch.instrument`` re-applies itself in ``__init__``. Waits are
-recorded as ``PHASE.data.wait``, worker time as ``PHASE.data.fetch``.
+Each loop gets its loaders from its ``_data_source`` and starts iterating them (starting
+the workers) inside the same call, before any callback hook runs. So the driver wraps each
+loop's ``_data_source.dataloader``: the loaders are instrumented the moment they are built
+(a loader Lightning then re-creates to add a DistributedSampler stays instrumented, since
+``perfkit.torch.instrument`` re-applies itself in ``__init__``), and the time the user's
+``*_dataloader()`` took is recorded as ``STAGE.loader_setup``. Waits are ``STAGE.data.wait``,
+``iter()`` is ``STAGE.data.iter``, worker time ``STAGE.data.fetch``.
 """
 
 from __future__ import annotations
@@ -17,38 +17,21 @@ from typing import Any
 from lightning.pytorch import Trainer
 from torch.utils.data import DataLoader
 
-import perfkit
 import perfkit.torch
-from perfkit._warn import WarnOnce
+from perfkit.names import loader_setup_series
+from perfkit.stages import StageRecorder
 
-_warn = WarnOnce()
-
-
-def _loops(trainer: Trainer) -> list[tuple[Any, str]]:
-    return [
-        (trainer.fit_loop, "train"),
-        (trainer.fit_loop.epoch_loop.val_loop, "val"),
-        (trainer.validate_loop, "val"),
-        (trainer.test_loop, "test"),
-        (trainer.predict_loop, "predict"),
-    ]
+from ._lightning import Undo, data_sources
 
 
-def hook_loaders(trainer: Trainer, registry: perfkit.Registry) -> Callable[[], None]:
+def hook_loaders(trainer: Trainer, recorder: StageRecorder) -> Undo:
     """Instrument every loader the trainer's loops request from now on; returns the undo."""
-    undo: list[Callable[[], None]] = []
-    for loop, phase in _loops(trainer):
-        source = getattr(loop, "_data_source", None)
+    undo: list[Undo] = []
+    for source, stage in data_sources(trainer):
         request = getattr(source, "dataloader", None)
-        if source is None or not callable(request):
-            _warn(
-                "source",
-                "perfkit: this Lightning version hides its loops' data sources; no data wait measured",
-            )
+        if source is None or not callable(request) or getattr(request, "__perfkit_hook__", False):
             continue
-        if getattr(request, "__perfkit_hook__", False):
-            continue
-        source.dataloader = _hooked(request, perfkit.data_series(phase), registry)
+        source.dataloader = _hooked(request, stage, recorder)
         undo.append(_undo(source))
 
     def unhook() -> None:
@@ -58,17 +41,22 @@ def hook_loaders(trainer: Trainer, registry: perfkit.Registry) -> Callable[[], N
     return unhook
 
 
-def _undo(source: Any) -> Callable[[], None]:
+def _undo(source: Any) -> Undo:
     def undo() -> None:
         source.__dict__.pop("dataloader", None)  # the class's own method shows through again
 
     return undo
 
 
-def _hooked(request: Callable[[], Any], name: str, registry: perfkit.Registry) -> Callable[[], Any]:
+def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> Callable[[], Any]:
+    series = loader_setup_series(stage)
+
     def dataloader() -> Any:
+        clock = recorder.registry.clock
+        t0 = clock()
         loaders = request()
-        instrument_all(loaders, name, registry)
+        instrument_all(loaders, stage, recorder.registry)
+        recorder.record(stage, series, t0, clock())
         return loaders
 
     dataloader.__perfkit_hook__ = True  # type: ignore[attr-defined]

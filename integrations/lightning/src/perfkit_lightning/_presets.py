@@ -1,20 +1,27 @@
-"""Our first users' two callbacks, kept working as presets of ``PerfMonitor``.
+"""Our first users' two callbacks, kept working as key mappers over the stage timeline.
 
-Same constructor arguments, same metric keys, same console blocks; the
-numbers underneath are PerfMonitor's (exact data wait from the loaders, worker
-records, the resource sampler), and the run directory is written as usual.
+Same constructor arguments, same metric keys, same console blocks; the numbers underneath
+are the driver's (exact data wait from the loaders, worker records, the resource sampler),
+recorded once however many callbacks are stacked on the Trainer. A preset writes no run
+directory (PerfMonitor does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from lightning.pytorch import Trainer
+from lightning.pytorch import LightningModule, Trainer
 
-import perfkit
+from perfkit import Snapshot
+from perfkit.names import fetch_series, step_series, wait_series
+from perfkit.sinks import SinkFanout
+from perfkit.stages import StageWindow, metric_key, stage_metrics
 
-from ._monitor import PerfMonitor, _log_step
+from ._base import PerfkitCallback
+from ._console import say
+from ._driver import Driver
+from ._lightning import log_step
+from ._sinks import LoggerSink, log_to_loggers
 
 _MB = 1024 * 1024
 
@@ -25,7 +32,28 @@ def _check_interval(log_interval: int) -> int:
     return log_interval
 
 
-class PerformanceProfilerCallback(PerfMonitor):
+class _Preset(PerfkitCallback):
+    """A preset: its own keys to every logger of the Trainer, nothing else."""
+
+    _fanout: SinkFanout | None = None
+    _trainer: Trainer | None = None
+
+    def joined(self, trainer: Trainer, pl_module: LightningModule, driver: Driver) -> None:
+        self._trainer = trainer
+        self._fanout = SinkFanout([LoggerSink(logger) for logger in trainer.loggers])
+
+    def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
+        self._fanout = None
+        self._trainer = None
+
+    def _rank_zero(self) -> Trainer | None:
+        trainer = self._trainer
+        return (
+            trainer if trainer is not None and trainer.is_global_zero and self._fanout is not None else None
+        )
+
+
+class PerformanceProfilerCallback(_Preset):
     """Validation timing and memory under ``performance/...`` keys.
 
     Every ``log_interval`` validation batches: ``performance/val_batch_time`` (s) and
@@ -33,42 +61,41 @@ class PerformanceProfilerCallback(PerfMonitor):
     ``performance/val_batch_{mean,median,p95,p99,std}`` (s), ``performance/val_num_batches``,
     ``performance/cpu_memory_percent`` (system memory, the window's peak) and, with CUDA,
     ``performance/gpu_memory_gb`` / ``performance/gpu_memory_reserved_gb`` (allocator peaks).
-    ``verbose`` prints a validation summary on rank 0.
+    ``verbose`` logs a validation summary on rank 0.
     """
 
     def __init__(
         self, enabled: bool = True, log_interval: int = 10, profile_memory: bool = True, verbose: bool = False
     ) -> None:
-        # Presets log their own keys; the run directory is PerfMonitor's to write.
-        super().__init__(
-            enabled=enabled, phases=("val",), sample_resources=profile_memory, top_k_slowest=0, save_run=False
-        )
+        self.enabled = bool(enabled)
         self.log_interval = _check_interval(log_interval)
         self.profile_memory = profile_memory
         self.verbose = verbose
+        self._logged_batches = 0
 
-    def _batch_end(self, phase: str, batch: Any, batch_idx: int, trainer: Trainer) -> int | None:
-        duration_ns = super()._batch_end(phase, batch, batch_idx, trainer)
-        if (
-            duration_ns is not None
-            and phase == "val"
-            and batch_idx % self.log_interval == 0
-            and trainer.is_global_zero
-        ):
-            metrics = {
-                "performance/val_batch_time": duration_ns / 1e9,
-                "performance/val_batch_idx": float(batch_idx),
-            }
-            self.log_to_loggers(trainer, metrics, _log_step(trainer, "val"))
-        return duration_ns
+    def wants_resources(self) -> bool:
+        return bool(self.profile_memory)
 
-    def _emit(self, trainer: Trainer, window: perfkit.PhaseWindow, metrics: Mapping[str, float]) -> None:
+    def step_ended(self, stage: str, index: int, duration_ns: int) -> None:
+        if stage != "val" or index % self.log_interval or self._rank_zero() is None:
+            return
+        assert self._fanout is not None
+        metrics = {"performance/val_batch_time": duration_ns / 1e9, "performance/val_batch_idx": float(index)}
+        # Per-batch rows at their own step (the validation batches logged so far), not stacked at one.
+        log_to_loggers(self._fanout, metrics, self._logged_batches)
+        self._logged_batches += 1
+
+    def stage_ended(self, window: StageWindow) -> None:
+        trainer = self._rank_zero()
+        if window.stage != "val" or trainer is None:
+            return
+        assert self._fanout is not None
         snap = window.snapshot
         out: dict[str, float] = {
             "performance/val_epoch_time": window.wall_s,
-            "performance/val_num_batches": float(metrics.get("perf/val/steps", 0.0)),
+            "performance/val_num_batches": float(_steps(snap, "val")),
         }
-        step = snap.get(perfkit.step_series("val"))
+        step = snap.get(step_series("val"))
         if step is not None:
             for key, value in (
                 ("mean", step.mean_s),
@@ -80,12 +107,17 @@ class PerformanceProfilerCallback(PerfMonitor):
                 out[f"performance/val_batch_{key}"] = value
         if self.profile_memory:
             out.update(_memory_keys(snap))
-        self.log_to_loggers(trainer, out, _log_step(trainer, "val"))
+        self._fanout.emit(window, out, log_step(trainer, "val"))
         if self.verbose:
-            print(_validation_summary(window, out), flush=True)
+            say(_validation_summary(window, out))
 
 
-def _memory_keys(snap: perfkit.Snapshot) -> dict[str, float]:
+def _steps(snap: Snapshot, stage: str) -> int:
+    step = snap.get(step_series(stage))
+    return step.count if step is not None else 0
+
+
+def _memory_keys(snap: Snapshot) -> dict[str, float]:
     out: dict[str, float] = {}
     system = snap.gauges.get("system.memory_percent")
     if system is not None:
@@ -99,7 +131,7 @@ def _memory_keys(snap: perfkit.Snapshot) -> dict[str, float]:
     return out
 
 
-def _validation_summary(window: perfkit.PhaseWindow, out: Mapping[str, float]) -> str:
+def _validation_summary(window: StageWindow, out: Mapping[str, float]) -> str:
     n = int(out["performance/val_num_batches"])
     seconds = out["performance/val_epoch_time"]
     text = f"[Performance] Validation epoch {window.epoch}: {n} batches in {seconds:.3f} s"
@@ -114,8 +146,8 @@ def _validation_summary(window: perfkit.PhaseWindow, out: Mapping[str, float]) -
     return text
 
 
-class ThroughputMonitorCallback(PerfMonitor):
-    """Training throughput every ``log_interval`` epochs, printed as ``[Throughput] Epoch N: ...``.
+class ThroughputMonitorCallback(_Preset):
+    """Training throughput every ``log_interval`` epochs, logged as ``[Throughput] Epoch N: ...``.
 
     Keys: ``samples_per_second``, ``batches_per_second``; with ``track_timing``
     ``batch_load_time_ms_{avg,p50,p95,p99}`` (how long the loop waited for each batch),
@@ -135,9 +167,7 @@ class ThroughputMonitorCallback(PerfMonitor):
         track_timing: bool = True,
         memory_probes: Mapping[str, Callable[[], int]] | None = None,
     ) -> None:
-        super().__init__(
-            enabled=enabled, phases=("train",), sample_resources=track_memory, top_k_slowest=0, save_run=False
-        )
+        self.enabled = bool(enabled)
         self.log_interval = _check_interval(log_interval)
         self.track_memory = track_memory
         self.track_timing = track_timing
@@ -147,26 +177,32 @@ class ThroughputMonitorCallback(PerfMonitor):
                 raise TypeError(f"memory_probes[{name!r}] must be a callable returning bytes, got {probe!r}")
         self.memory_probes = probes
 
-    def _emit(self, trainer: Trainer, window: perfkit.PhaseWindow, metrics: Mapping[str, float]) -> None:
-        if window.epoch % self.log_interval:
+    def wants_resources(self) -> bool:
+        return bool(self.track_memory)
+
+    def stage_ended(self, window: StageWindow) -> None:
+        trainer = self._rank_zero()
+        if window.stage != "train" or window.epoch % self.log_interval or trainer is None:
             return
+        assert self._fanout is not None
         snap = window.snapshot
         out: dict[str, float] = {}
         if window.wall_s > 0:
             if window.samples:
                 out["samples_per_second"] = window.samples / window.wall_s
-            out["batches_per_second"] = metrics.get("perf/train/batches_per_s", 0.0)
+            out["batches_per_second"] = stage_metrics(window, user_series=False).get(
+                "perf/train/batches_per_s", 0.0
+            )
         if self.track_timing:
             out.update(self._timing(snap))
         if self.track_memory:
             out.update(self._memory(snap))
-        self.log_to_loggers(trainer, out, _log_step(trainer, "train"))
-        print(_throughput_block(window.epoch, out), flush=True)
+        self._fanout.emit(window, out, log_step(trainer, "train"))
+        say(_throughput_block(window.epoch, out))
 
-    def _timing(self, snap: perfkit.Snapshot) -> dict[str, float]:
+    def _timing(self, snap: Snapshot) -> dict[str, float]:
         out: dict[str, float] = {}
-        data = perfkit.data_series("train")
-        wait, fetch = snap.get(data + ".wait"), snap.get(data + ".fetch")
+        wait, fetch = snap.get(wait_series("train")), snap.get(fetch_series("train"))
         for key, stats in (("batch_load_time_ms", wait), ("batch_transform_time_ms", fetch or wait)):
             if stats is not None:
                 out.update(
@@ -177,23 +213,24 @@ class ThroughputMonitorCallback(PerfMonitor):
                         f"{key}_p99": stats.p99_s * 1e3,
                     }
                 )
-        step = snap.get(perfkit.step_series("train"))
+        step = snap.get(step_series("train"))
         if step is not None:
             waited = wait.total_s if wait is not None else 0.0
             busy = step.total_s + waited
             out["throughput_efficiency"] = step.total_s / busy if busy > 0 else 1.0
         return out
 
-    def _memory(self, snap: perfkit.Snapshot) -> dict[str, float]:
+    def _memory(self, snap: Snapshot) -> dict[str, float]:
         out: dict[str, float] = {}
         rss = snap.gauges.get("process.rss_mb")
         if rss is not None:
             out["memory_peak_mb"] = rss.max
         for name, probe in self.memory_probes.items():
             try:
-                out[perfkit.metric_key(f"memory_{name}_mb")] = probe() / _MB
+                out[metric_key(f"memory_{name}_mb")] = probe() / _MB
             except Exception as exc:  # a probe must not stop training
-                self._warn(f"probe:{name}", f"perfkit: memory probe {name!r} raised {exc!r}; left out")
+                if self._fanout is not None:  # warned once, counted, left out
+                    self._fanout.record_failure(f"memory probe {name!r}", "call", exc)
         return out
 
 
