@@ -10,6 +10,11 @@ class PerfkitWarning(UserWarning):
     """A fault inside perfkit's monitoring (a source, a logger, a trace) that the run survives."""
 
 
+def warn(message: str) -> None:
+    """Issue a ``PerfkitWarning`` from inside monitoring."""
+    warnings.warn(message, PerfkitWarning, stacklevel=3)
+
+
 class WarnOnce:
     """Each component owns one: the first fault of each kind is reported, the rest only counted.
 

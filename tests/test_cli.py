@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfkit._cli import main
-
-from .trace_builder import mark, op, step, write_trace
+from tests.trace.trace_builder import mark, op, step, write_trace
 
 REAL = Path(__file__).parent / "data" / "traces" / "torch_cpu_marked.pt.trace.json.gz"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import perfkit
+from perfkit._units import format_seconds
 from perfkit import Registry
 
 from .conftest import FakeClock
@@ -43,7 +44,7 @@ def test_siblings_are_sorted_by_total_time(reg: Registry, clock: FakeClock) -> N
     [(812e-9, "812 ns"), (12.3e-6, "12.3 µs"), (4.567e-3, "4.57 ms"), (75.0, "75.00 s")],
 )
 def test_units_are_chosen_for_reading(seconds: float, text: str) -> None:
-    assert perfkit.format_seconds(seconds) == text
+    assert format_seconds(seconds) == text
 
 
 def test_loops_show_their_wait_share(reg: Registry, clock: FakeClock) -> None:

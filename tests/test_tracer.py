@@ -8,6 +8,7 @@ import pytest
 
 import perfkit
 from perfkit import Registry
+from perfkit._state import set_tracer
 
 
 class RecordingTracer:
@@ -27,9 +28,9 @@ class RecordingTracer:
 @pytest.fixture
 def tracer() -> Iterator[RecordingTracer]:
     t = RecordingTracer()
-    previous = perfkit.set_tracer(t)
+    previous = set_tracer(t)
     yield t
-    perfkit.set_tracer(previous)
+    set_tracer(previous)
 
 
 def test_sections_and_timed_calls_open_nested_ranges(tracer: RecordingTracer, reg: Registry) -> None:
@@ -65,7 +66,7 @@ def test_without_a_tracer_no_range_is_opened(reg: Registry) -> None:
     with perfkit.section("outside", registry=reg):
         pass
     assert tracer.events == []
-    assert perfkit.set_tracer(None) is None
+    assert set_tracer(None) is None
 
 
 def test_an_instrumented_loader_marks_each_wait(tracer: RecordingTracer) -> None:

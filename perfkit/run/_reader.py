@@ -190,8 +190,9 @@ def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
     _field(line, "epoch", int, where)
     _field(line, "wall_s", (int, float), where)
     prefix = line.get("prefix")
+    snapshot = _snapshot(file)
     try:
-        window = StageWindow.from_dict(line, _snapshot(file))
+        window = StageWindow.from_dict(line, snapshot)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: not a stage window ({exc!r})") from None
     return RunWindow(

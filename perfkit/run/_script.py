@@ -32,7 +32,7 @@ from .._iteration import timed_iter
 from .._registry import Registry, check_registry, current_registry
 from .._state import SWITCH
 from .._validate import check_name
-from ..sinks import Sink, SinkFanout
+from ..sinks import Failures, Sink, SinkFanout, check_sinks
 from ..stages import StageListener, StageRecorder, StageWindow, stage_metrics
 from ._writer import RunWriter
 
@@ -48,7 +48,7 @@ class _Shared:
 
     recorder: StageRecorder
     windows: int = 0
-    fanouts: dict[int, SinkFanout] = field(default_factory=dict)
+    sink_failures: Failures = field(default_factory=Failures)
 
 
 _SHARED: weakref.WeakKeyDictionary[object, _Shared] = weakref.WeakKeyDictionary()
@@ -85,7 +85,7 @@ class ScriptWindow:
         self.epoch = _non_negative(epoch, "epoch")
         if run is not None and not isinstance(run, RunWriter):
             raise TypeError(f"run must be a perfkit.run.RunWriter or None, got {run!r}")
-        self.sinks = SinkFanout([*([run] if run is not None else []), *sinks])
+        self.sinks = [*([run] if run is not None else []), *check_sinks(sinks)]
         check_registry(registry)
         self.run = run
         self.registry = registry or current_registry()
@@ -124,7 +124,7 @@ class ScriptWindow:
         self.metrics = stage_metrics(window)
         step = shared.windows if self.step is None else self.step
         shared.windows += 1
-        self.sinks.emit(window, self.metrics, step)
+        SinkFanout(self.sinks, failures=shared.sink_failures).emit(window, self.metrics, step)
 
     def iterate(self, iterable: Iterable[T]) -> Iterator[T]:
         """Yield the items of ``iterable``, recording ``STAGE.data.wait`` and ``STAGE.step`` for each.

@@ -9,7 +9,7 @@ sends to several and keeps one sink's failure from reaching the others or traini
 """
 
 from ._builtin import WANDB_STEP_KEY, JsonlSink, MlflowSink, WandbSink
-from ._fanout import Sink, SinkFanout, check_sinks, sink_name
+from ._fanout import Failures, Sink, SinkFanout, check_sinks, sink_name
 
 __all__ = [
     "WANDB_STEP_KEY",

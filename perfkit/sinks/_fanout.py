@@ -11,8 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
-from .._warn import WarnOnce
+from .._warn import warn
 from ..stages import StageWindow
+
+
+class Failures:
+    """What failed, per sink: counts of failed calls, and the kinds of fault already warned about.
+
+    One ``Failures`` can be shared by several fan-outs (the windows of one run), so each kind
+    of fault is said once for all of them.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.said: set[str] = set()
 
 
 @runtime_checkable
@@ -27,7 +39,7 @@ class Sink(Protocol):
 class SinkFanout:
     """Send each window to every sink; a sink that fails is warned about once and skipped.
 
-    ``failures`` counts, per sink, the calls that raised (what was lost).
+    ``failures.counts`` counts, per sink, the calls that raised (what was lost).
 
     >>> from perfkit.sinks import SinkFanout
     >>> class Down:
@@ -38,14 +50,13 @@ class SinkFanout:
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
     ...     fan.emit(None, {}, 0); fan.emit(None, {}, 1)  # type: ignore[arg-type]
-    >>> fan.failures
+    >>> fan.failures.counts
     {'Down': 2}
     """
 
-    def __init__(self, sinks: Iterable[Sink] = ()) -> None:
+    def __init__(self, sinks: Iterable[Sink] = (), *, failures: Failures | None = None) -> None:
         self.sinks: list[Sink] = check_sinks(sinks)
-        self.failures: dict[str, int] = {}
-        self._warn = WarnOnce()
+        self.failures = failures if failures is not None else Failures()
 
     def add(self, sink: Sink) -> None:
         """Send later windows to ``sink`` too."""
@@ -69,11 +80,12 @@ class SinkFanout:
         """Count a failed call of ``sink`` and warn once per kind of fault (for callers that call a
         sink's other methods through the fan-out's policy)."""
         name = sink if isinstance(sink, str) else sink_name(sink)
-        self.failures[name] = self.failures.get(name, 0) + 1
-        self._warn(
-            f"{name}:{call}:{type(exc).__name__}",
-            f"perfkit: {name}.{call} failed: {exc!r}; training goes on (said once per kind of fault)",
-        )
+        key = f"{name}:{call}:{type(exc).__name__}"
+        f = self.failures
+        f.counts[name] = f.counts.get(name, 0) + 1
+        if key not in f.said:
+            f.said.add(key)
+            warn(f"perfkit: {name}.{call} failed: {exc!r}; training goes on (said once per kind of fault)")
 
 
 def sink_name(sink: object) -> str:

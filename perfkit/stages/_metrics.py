@@ -45,8 +45,11 @@ def stage_prefix(stage: str, prefix: str = "perf") -> str:
     return metric_key(prefix, stage)
 
 
-def stage_metrics(window: StageWindow, *, prefix: str = "perf", user_series: bool = True) -> dict[str, float]:
-    """Flat metrics of one stage epoch.
+def stage_metrics(
+    window: StageWindow, *, prefix: str = "perf", user_series: bool = True, cores: int | None = None
+) -> dict[str, float]:
+    """Flat metrics of one stage epoch. ``cores`` caps ``workers_needed`` (default: the cores this
+    process may use, less one for the loop: ``cores_for_workers()``).
 
     >>> import perfkit
     >>> from perfkit.stages import Account, StageWindow
@@ -65,7 +68,7 @@ def stage_metrics(window: StageWindow, *, prefix: str = "perf", user_series: boo
         if window.wall_s > 0:
             out[f"{p}/batches_per_s"] = step.count / window.wall_s  # of the whole job, all ranks
     out.update(_account(window, p))
-    out.update(_data(snap, window, p, step))
+    out.update(_data(snap, window, p, step, cores or cores_for_workers()))
     if window.samples and window.wall_s > 0:
         out[f"{p}/samples"] = float(window.samples)
         out[f"{p}/samples_per_s"] = window.samples / window.wall_s
@@ -105,7 +108,7 @@ def _account(window: StageWindow, p: str) -> dict[str, float]:
     return out
 
 
-def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None) -> dict[str, float]:
+def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores: int) -> dict[str, float]:
     out: dict[str, float] = {}
     loader = window.loader_name
     a = window.account
@@ -129,7 +132,6 @@ def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None) -> di
         loop_s = _loop_s_per_batch(window, step)
         needed = workers_needed(fetch.mean_s, loop_s) if loop_s is not None else None
         if needed is not None:
-            cores = cores_for_workers()
             out[f"{p}/workers_needed"] = float(min(needed, cores))
             out[f"{p}/worker_cores"] = float(cores)
     return out

@@ -251,7 +251,10 @@ class StageRecorder:
         if state.samples is None:
             return
         n = self._batch_size(batch)
-        state.samples = None if n is None else state.samples + n
+        if n is None and not self._count_samples:
+            state.samples = None  # counting failed: samples/s is off rather than wrong
+        else:
+            state.samples += n or 0  # a batch with no array in it counts nothing
 
     def add_samples(self, stage: str, n: int) -> None:
         """Count ``n`` more samples in the open ``stage`` epoch (batches its steps did not see)."""
@@ -308,7 +311,7 @@ class StageRecorder:
             snapshot=merged,
             wall_s=max(r.wall_s for r in ranks),
             account=Account.mean(r.account for r in ranks) if len(ranks) > 1 else mine.account,
-            samples=None if any(s is None for s in samples) else sum(s or 0 for s in samples),
+            samples=None if any(s is None for s in samples) else (sum(s or 0 for s in samples) or None),
             loader=state.loader if state.loader != state.stage else None,
             slowest=tuple(slowest),
             ranks=tuple(RankPart(r.rank, r.wall_s, r.steps, r.step_mean_s, r.account) for r in ranks)

@@ -6,12 +6,12 @@ import pytest
 
 import perfkit
 from perfkit import Registry
-
-from .conftest import FakeClock
+from perfkit.stages import Window
+from tests.conftest import FakeClock
 
 
 def test_records_made_while_paused_are_left_out(reg: Registry, clock: FakeClock) -> None:
-    window = perfkit.Window(reg)
+    window = Window(reg)
     with perfkit.section("train.step", registry=reg):
         clock.advance(10)
     window.pause()
@@ -27,7 +27,7 @@ def test_records_made_while_paused_are_left_out(reg: Registry, clock: FakeClock)
 
 
 def test_pause_and_resume_twice_are_harmless(reg: Registry) -> None:
-    window = perfkit.Window(reg)
+    window = Window(reg)
     window.pause()
     window.pause()
     assert not window.open
@@ -38,4 +38,4 @@ def test_pause_and_resume_twice_are_harmless(reg: Registry) -> None:
 
 def test_needs_a_registry() -> None:
     with pytest.raises(TypeError, match="registry must be a perfkit.Registry"):
-        perfkit.Window("default")  # type: ignore[arg-type]
+        Window("default")  # type: ignore[arg-type]

@@ -14,17 +14,16 @@ from typing import Any
 
 import pytest
 
-from perfkit._trace_analysis import analyze_trace, diff_traces
-from perfkit._trace_findings import CPU_OP_MIN_SHARE, DATA_LOADING_MIN_SHARE
-from perfkit._trace_format import format_analysis, format_diff
-from perfkit._trace_phases import ALL_PHASES, BACKWARD, DATA_LOADING, FORWARD, LIGHTNING, OPTIMIZER, classify
-from perfkit._trace_phases import PERFKIT as PERFKIT_SOURCE
-from perfkit._trace_phases import TORCH as TORCH_SOURCE
-from perfkit._trace_results import PhaseSplit
+from perfkit.findings._trace import CPU_OP_MIN_SHARE, DATA_LOADING_MIN_SHARE
+from perfkit.trace._analysis import analyze_trace, diff_traces
+from perfkit.trace._format import format_analysis, format_diff
+from perfkit.trace._phases import ALL_PHASES, BACKWARD, DATA_LOADING, FORWARD, LIGHTNING, OPTIMIZER, classify
+from perfkit.trace._phases import PERFKIT as PERFKIT_SOURCE
+from perfkit.trace._phases import TORCH as TORCH_SOURCE
+from perfkit.trace._results import PhaseSplit
+from tests.trace.trace_builder import Event, kernel, mark, memory, op, step, write_trace
 
-from .trace_builder import Event, kernel, mark, memory, op, step, write_trace
-
-TRACES = Path(__file__).parent / "data" / "traces"
+TRACES = Path(__file__).parents[1] / "data" / "traces"
 MARKED = TRACES / "torch_cpu_marked.pt.trace.json.gz"
 PLAIN = TRACES / "torch_cpu_plain.pt.trace.json.gz"
 LIGHTNING_TRACE = TRACES / "lightning_cpu.pt.trace.json.gz"

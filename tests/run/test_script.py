@@ -13,11 +13,10 @@ import pytest
 
 import perfkit
 from perfkit._cli import main
-from perfkit._phases import PhaseWindow
-from perfkit._standalone import batch_size, window
-
-from .conftest import FakeClock
-from .run_dirs import MS, SlowLoader
+from perfkit.run import RunWriter, window
+from perfkit.stages import StageWindow, batch_size
+from tests.conftest import FakeClock
+from tests.run.run_dirs import MS, SlowLoader
 
 
 class Recorder:
@@ -26,8 +25,8 @@ class Recorder:
     def __init__(self) -> None:
         self.got: list[tuple[str, int, dict[str, float], int]] = []
 
-    def emit(self, window: PhaseWindow, metrics: Mapping[str, float], step: int) -> None:
-        self.got.append((window.phase, window.epoch, dict(metrics), step))
+    def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
+        self.got.append((window.stage, window.epoch, dict(metrics), step))
 
     def close(self) -> None:
         pass
@@ -36,15 +35,15 @@ class Recorder:
 class Down(Recorder):
     """A sink whose backend is down."""
 
-    def emit(self, window: PhaseWindow, metrics: Mapping[str, float], step: int) -> None:
+    def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
         raise ConnectionError("tracking server unreachable")
 
 
 def epoch(
-    clock: FakeClock, reg: perfkit.Registry, phase: str, *, wait_ms: int, body_ms: int, **kw: Any
+    clock: FakeClock, reg: perfkit.Registry, stage: str, *, wait_ms: int, body_ms: int, **kw: Any
 ) -> dict[str, float]:
     """One window over 3 batches of 4 rows: each waits ``wait_ms``, each body takes ``body_ms``."""
-    with window(phase, epoch=kw.pop("epoch", 0), registry=reg, **kw) as w:
+    with window(stage, epoch=kw.pop("epoch", 0), registry=reg, **kw) as w:
         for _ in w.iterate(SlowLoader(clock, batches=3, size=4, wait_ns=wait_ms * MS)):
             clock.advance(body_ms * MS)
     return w.metrics
@@ -61,7 +60,7 @@ def test_exact_wait_step_samples_and_wall_time(clock: FakeClock, reg: perfkit.Re
     assert m["perf/train/samples_per_s"] == pytest.approx(12 / 0.018)
 
 
-def test_other_phases_are_compared_with_the_latest_training_window(
+def test_other_stages_are_compared_with_the_latest_training_window(
     clock: FakeClock, reg: perfkit.Registry
 ) -> None:
     epoch(clock, reg, "train", wait_ms=1, body_ms=5)  # 1.5 ms per sample
@@ -77,21 +76,22 @@ def test_other_phases_are_compared_with_the_latest_training_window(
 def test_windows_go_to_the_run_directory_with_a_window_counter_as_step(
     tmp_path: Path, clock: FakeClock, reg: perfkit.Registry
 ) -> None:
-    run = perfkit.RunWriter(tmp_path / "run")
+    run = RunWriter(tmp_path / "run")
     sink = Recorder()
     for e in range(2):
         epoch(clock, reg, "train", wait_ms=1, body_ms=2, epoch=e, run=run, sinks=[sink])
         epoch(clock, reg, "val", wait_ms=1, body_ms=1, epoch=e, run=run, sinks=[sink])
     epoch(clock, reg, "test", wait_ms=1, body_ms=1, epoch=2, run=run, sinks=[sink], step=100)
     lines = [json.loads(x) for x in (tmp_path / "run" / "windows.jsonl").read_text().splitlines()]
-    assert [(x["phase"], x["epoch"], x["step"]) for x in lines] == [
+    assert [(x["stage"], x["epoch"], x["step"]) for x in lines] == [
         ("train", 0, 0),
         ("val", 0, 1),
         ("train", 1, 2),
         ("val", 1, 3),
         ("test", 2, 100),
     ]
-    assert [(p, e, s) for p, e, _, s in sink.got] == [(x["phase"], x["epoch"], x["step"]) for x in lines]
+    assert [(p, e, s) for p, e, _, s in sink.got] == [(x["stage"], x["epoch"], x["step"]) for x in lines]
+    assert {x["prefix"] for x in lines} == {"perf"}
     assert sink.got[1][2] == lines[1]["metrics"]
     assert [s["duration_s"] for s in lines[0]["slowest"]] == [pytest.approx(0.002)] * 3
 
@@ -172,33 +172,35 @@ def test_samples_can_be_counted_by_hand(clock: FakeClock, reg: perfkit.Registry)
     assert "perf/predict/samples" not in w.metrics
 
 
-def test_disabled_it_iterates_and_records_nothing(clock: FakeClock, reg: perfkit.Registry) -> None:
+def test_disabled_it_iterates_and_records_and_sends_nothing(clock: FakeClock, reg: perfkit.Registry) -> None:
     perfkit.disable()
-    with window("train", epoch=0, registry=reg) as w:
-        assert list(w.iterate(SlowLoader(clock, batches=2, size=4, wait_ns=MS))) != []
-    assert "perf/train/steps" not in w.metrics
-    assert w.metrics["perf/train/samples"] == 8.0
+    sink = Recorder()
+    with window("train", epoch=0, registry=reg, sinks=[sink]) as w:
+        assert len(list(w.iterate(SlowLoader(clock, batches=2, size=4, wait_ns=MS)))) == 2
+    assert (w.window, w.metrics, sink.got) == (None, {}, [])
+    assert len(reg.snapshot()) == 0
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"phase": ""}, ValueError, "phase must be a non-empty str, got ''"),
+        ({"stage": ""}, ValueError, "stage must be a non-empty str, got ''"),
         ({"epoch": -1}, ValueError, "epoch must be an int >= 0, got -1"),
         ({"epoch": True}, ValueError, "epoch must be an int >= 0, got True"),
         ({"step": 1.5}, ValueError, "step must be an int >= 0, got 1.5"),
         ({"sinks": Recorder()}, TypeError, "sinks must be a list of sinks, got <"),
         ({"sinks": [object()]}, TypeError, "has no emit"),
-        ({"run": "runs/exp1"}, TypeError, "run must be a perfkit.RunWriter or None, got 'runs/exp1'"),
+        ({"run": "runs/exp1"}, TypeError, "run must be a perfkit.run.RunWriter or None, got 'runs/exp1'"),
+        ({"listeners": [object()]}, TypeError, "is not a perfkit.stages.StageListener"),
         ({"registry": {}}, TypeError, "registry must be a perfkit.Registry or None"),
     ],
 )
 def test_arguments_are_checked_when_the_window_is_made(
     kwargs: dict[str, Any], error: type[Exception], message: str
 ) -> None:
-    args: dict[str, Any] = {"phase": "train", "epoch": 0, **kwargs}
+    args: dict[str, Any] = {"stage": "train", "epoch": 0, **kwargs}
     with pytest.raises(error, match=message.replace("(", r"\(").replace(".", r"\.")):
-        window(args.pop("phase"), **args)
+        window(args.pop("stage"), **args)
 
 
 def test_a_window_is_entered_once_and_iterated_inside_its_block(reg: perfkit.Registry) -> None:
@@ -214,7 +216,7 @@ def test_a_window_is_entered_once_and_iterated_inside_its_block(reg: perfkit.Reg
 def test_perfkit_report_reads_a_standalone_run(
     tmp_path: Path, clock: FakeClock, reg: perfkit.Registry, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = perfkit.RunWriter(tmp_path / "run")
+    run = RunWriter(tmp_path / "run")
     for e in range(2):
         epoch(clock, reg, "train", wait_ms=1, body_ms=4, epoch=e, run=run)
         epoch(clock, reg, "val", wait_ms=9, body_ms=1, epoch=e, run=run)

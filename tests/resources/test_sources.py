@@ -9,10 +9,10 @@ from typing import Any
 import psutil
 import pytest
 
-from perfkit import NvmlSource, PerfkitWarning, ProcessSource, SourceUnavailable, TorchCudaSource
+from perfkit import PerfkitWarning
 from perfkit._warn import WarnOnce
-
-from .processes import Family
+from perfkit.resources import NvmlSource, ProcessSource, SourceUnavailable, TorchCudaSource
+from tests.processes import Family
 
 MIB = 1024 * 1024
 

@@ -14,9 +14,8 @@ import pytest
 import perfkit
 from perfkit import PerfkitWarning, Registry, ResourceSampler
 from perfkit._warn import WarnOnce
-
-from .conftest import FakeClock
-from .processes import Family
+from tests.conftest import FakeClock
+from tests.processes import Family
 
 
 class Counter:
@@ -169,7 +168,7 @@ def test_a_forked_child_inherits_no_running_sampler_and_no_held_lock() -> None:
 def test_real_child_processes_are_measured_and_one_that_exits_is_skipped(reg: Registry) -> None:
     family = Family(2)
     try:
-        source = perfkit.ProcessSource(pid=family.parent.pid, relist_s=0)
+        source = perfkit.resources.ProcessSource(pid=family.parent.pid, relist_s=0)
         sampler = ResourceSampler(60, registry=reg, sources=[source]).start()
         sampler.sample_now()
         family.kill(family.children[0])
@@ -205,7 +204,7 @@ def _fake_nvml(fail_util: bool = False) -> SimpleNamespace:
 
 
 def test_sampler_runs_a_fake_nvml_through_the_module_seam(reg: Registry) -> None:
-    source = perfkit.NvmlSource(_fake_nvml(), pid=4242)  # type: ignore[arg-type]
+    source = perfkit.resources.NvmlSource(_fake_nvml(), pid=4242)  # type: ignore[arg-type]
     with ResourceSampler(60, registry=reg, sources=[source]):
         pass
     gauges = reg.snapshot().gauges

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 import perfkit
-from perfkit._report_upload import attach_report_to_wandb, log_report_to_mlflow
-from perfkit._sinks import JsonlSink, MlflowSink, WandbSink
-from perfkit._standalone import window
-
-from .conftest import FakeClock
-from .run_dirs import MS, SlowLoader
+from perfkit.reports import attach_report_to_wandb, log_report_to_mlflow
+from perfkit.run import window
+from perfkit.sinks import JsonlSink, MlflowSink, WandbSink
+from tests.conftest import FakeClock
+from tests.run.run_dirs import MS, SlowLoader
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
 
@@ -24,8 +23,8 @@ def two_epochs(clock: FakeClock, reg: perfkit.Registry, sinks: list[Any]) -> lis
     """Train and validate twice (windows 0 to 3); the metrics of each window."""
     out = []
     for e in range(2):
-        for phase, wait_ms in (("train", 1), ("val", 4)):
-            with window(phase, epoch=e, registry=reg, sinks=sinks) as w:
+        for stage, wait_ms in (("train", 1), ("val", 4)):
+            with window(stage, epoch=e, registry=reg, sinks=sinks) as w:
                 for _ in w.iterate(SlowLoader(clock, batches=2, size=3, wait_ns=wait_ms * MS)):
                     clock.advance((e + 2) * MS)
             out.append(w.metrics)
@@ -47,7 +46,7 @@ def test_jsonl_round_trip(tmp_path: Path, clock: FakeClock, reg: perfkit.Registr
         pass
     sink.close()
     lines = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
-    assert [(x["phase"], x["epoch"], x["step"]) for x in lines] == [
+    assert [(x["stage"], x["epoch"], x["step"]) for x in lines] == [
         ("train", 0, 0),
         ("val", 0, 1),
         ("train", 1, 2),

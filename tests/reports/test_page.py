@@ -14,11 +14,10 @@ import pytest
 
 import perfkit
 from perfkit._cli import main
-from perfkit._report_html import SECTIONS, write_html_report
-from perfkit._standalone import window
-
-from .conftest import FakeClock
-from .run_dirs import add_trace, synthetic_run
+from perfkit.reports._page import SECTIONS, write_html_report
+from perfkit.run import RunWriter, window
+from tests.conftest import FakeClock
+from tests.run.run_dirs import add_trace, synthetic_run
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -106,12 +105,12 @@ def test_a_killed_run_still_reports_and_says_what_is_missing(
 ) -> None:
     run = synthetic_run(tmp_path / "run", clock, reg, finish=False)
     text = (run / "windows.jsonl").read_text()
-    (run / "windows.jsonl").write_text(text[: text.rindex('{"phase"') + 50])
+    (run / "windows.jsonl").write_text(text[: text.rindex('{"stage"') + 50])
     page = write_html_report(run).read_text()
     findings = section(page, "findings")
     assert "windows.jsonl line 6 is truncated (the run was killed): skipped" in findings
     assert "final.json is missing: the run did not finish" in findings
-    assert "the section tree and memory below are the sum of the windows" in findings
+    assert "memory below is the sum of the windows" in findings
     assert "no profiler windows in this run" in section(page, "profiler")
     assert "<svg " in section(page, "memory")
 
@@ -165,7 +164,7 @@ class Rows:
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two epochs with two DataLoader workers per phase, process memory sampled, one trace."""
+    """Two epochs with two DataLoader workers per stage, process memory sampled, one trace."""
     pytest.importorskip("torch")
     pytest.importorskip("psutil")  # the sampler's process source
     from torch.utils.data import DataLoader
@@ -174,16 +173,16 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     path = tmp_path_factory.mktemp("real") / "run"
     reg = perfkit.Registry()
-    run = perfkit.RunWriter(path)
+    run = RunWriter(path)
     with perfkit.use_registry(reg), perfkit.ResourceSampler(0.02, sources=["process"]):
         for epoch in range(2):
-            for phase in ("train", "val"):
+            for stage in ("train", "val"):
                 loader = DataLoader(Rows(), batch_size=4, num_workers=2, multiprocessing_context="fork")
-                with window(phase, epoch=epoch, run=run) as w:
-                    for batch in w.iterate(ptorch.instrument(loader, perfkit.data_series(phase))):
+                with window(stage, epoch=epoch, run=run) as w:
+                    for batch in w.iterate(ptorch.instrument(loader, stage)):
                         with perfkit.section("forward"):
                             (batch @ batch.T).sum()
-        add_trace(run, phase="val", epoch=1)
+        add_trace(run, stage="val", epoch=1)
         run.finish(reg.snapshot())
     return path
 

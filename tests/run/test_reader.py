@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 import perfkit
-from perfkit._run_reader import read_run
-
-from .conftest import FakeClock
-from .run_dirs import synthetic_run
+from perfkit.run import read_run
+from tests.conftest import FakeClock
+from tests.run.run_dirs import synthetic_run
 
 
 @pytest.fixture
@@ -25,7 +24,7 @@ def lines(run_dir: Path) -> list[str]:
 
 def test_windows_traces_and_the_final_snapshot_are_read(run_dir: Path) -> None:
     run = read_run(run_dir)
-    assert [(w.phase, w.epoch, w.step) for w in run.windows] == [
+    assert [(w.stage, w.epoch, w.step) for w in run.windows] == [
         ("train", 0, 0),
         ("val", 0, 1),
         ("train", 1, 2),
@@ -38,21 +37,41 @@ def test_windows_traces_and_the_final_snapshot_are_read(run_dir: Path) -> None:
     assert val.snapshot["val.step"].count == 4
     assert val.end_ns - val.start_ns == 60_000_000
     assert [s.duration_s for s in run.windows[2].slowest][:1] == [pytest.approx(0.0045)]
-    assert [(t.phase, t.epoch, t.trace.name) for t in run.traces] == [
+    assert [(t.stage, t.epoch, t.trace.name) for t in run.traces] == [
         ("train", 1, "train_epoch1.pt.trace.json.gz")
     ]
-    assert run.traces[0].summary is not None
-    assert run.traces[0].summary["step_count"] > 0
+    analysis = run.traces[0].analysis
+    assert analysis is not None
+    assert analysis.step_count > 0
+    assert val.window.account.seconds("data_wait") == pytest.approx(0.048)
     assert run.final is not None
     assert run.final["train.step"].count == 16
     assert run.meta["meta"] == {"script": "synthetic"}
     assert run.problems == ()
 
 
-def test_metrics_are_found_whatever_the_logger_prefix(run_dir: Path) -> None:
+def test_metrics_are_found_under_the_prefix_the_run_recorded(run_dir: Path) -> None:
     text = (run_dir / "windows.jsonl").read_text().replace('"perf/', '"lightning/perf/')
+    text = text.replace('"prefix": "perf"', '"prefix": "lightning/perf"')
     (run_dir / "windows.jsonl").write_text(text)
     assert read_run(run_dir).windows[0].metric("steps") == 8.0
+
+
+def test_a_run_of_the_first_format_still_reads(run_dir: Path) -> None:
+    old = []
+    for line in lines(run_dir):
+        x = json.loads(line)
+        x["phase"] = x.pop("stage")
+        for key in ("prefix", "account", "ranks", "loader", "nested_s", "reference_s_per_sample"):
+            x.pop(key)
+        x["ranks"] = 1
+        x["slowest"] = [{**{k: v for k, v in s.items() if k != "stage"}, "phase": s["stage"]} for s in x["slowest"]]
+        old.append(json.dumps(x) + "\n")
+    (run_dir / "windows.jsonl").write_text("".join(old))
+    run = read_run(run_dir)
+    assert [(w.stage, w.metric("steps")) for w in run.windows][:2] == [("train", 8.0), ("val", 4.0)]
+    assert run.windows[0].slowest[0].stage == "train"
+    assert run.windows[0].window.account.fraction("other") == 1.0
 
 
 def test_a_missing_directory_is_named(tmp_path: Path) -> None:
@@ -104,7 +123,7 @@ def test_a_killed_run_reads_up_to_its_last_complete_window(run_dir: Path) -> Non
     (run_dir / "windows.jsonl").write_text("".join(text[:3]) + text[3][:60])  # killed mid-write
     (run_dir / "final.json").unlink()
     run = read_run(run_dir)
-    assert [(w.phase, w.epoch) for w in run.windows] == [("train", 0), ("val", 0), ("train", 1)]
+    assert [(w.stage, w.epoch) for w in run.windows] == [("train", 0), ("val", 0), ("train", 1)]
     assert run.final is None
     assert run.problems == (
         "windows.jsonl line 4 is truncated (the run was killed): skipped",

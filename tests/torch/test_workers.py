@@ -17,9 +17,8 @@ from torch.utils.data import DataLoader
 import perfkit
 import perfkit.torch
 from perfkit import Registry
-from perfkit._workers import Shipment, collect_records, deliver
-
-from .loaders import ReportsInit, Squares, Stream, collate, mark_init
+from perfkit.torch._workers import Shipment, collect_records, deliver
+from tests.torch.loaders import ReportsInit, Squares, Stream, collate, mark_init
 
 METHODS = [m for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()]
 
@@ -57,9 +56,10 @@ def test_every_record_of_every_epoch_arrives_with_its_epoch(
     perfkit.torch.instrument(loader, "train")
     for window in run_epochs(loader, reg):
         assert counts(window) == {
-            "train.step": 4,
-            "train.wait": 4,
-            "train.fetch": 4,
+            "train.loop.turn": 4,
+            "train.data.iter": 1,
+            "train.data.wait": 4,
+            "train.data.fetch": 4,
             "getitem": 12,
             "transform": 12,
             "collate": 4,
@@ -67,7 +67,7 @@ def test_every_record_of_every_epoch_arrives_with_its_epoch(
         by_worker = window.by_worker("getitem")
         assert set(by_worker) == set(range(min(workers, 4)))
         assert sum(s.count for s in by_worker.values()) == 12
-        assert window.tree[("train.fetch", "getitem", "transform")].count == 12
+        assert window.tree[("train.data.fetch", "getitem", "transform")].count == 12
         assert window.dropped_in_transfer == 0
 
 
@@ -75,9 +75,16 @@ def test_without_workers_records_are_made_here() -> None:
     reg = Registry()
     loader = perfkit.torch.instrument(DataLoader(Squares(6), batch_size=3, collate_fn=collate), "train")
     (window,) = run_epochs(loader, reg, epochs=1)
-    assert counts(window) == {"train.step": 2, "train.wait": 2, "getitem": 6, "transform": 6, "collate": 2}
+    assert counts(window) == {
+        "train.loop.turn": 2,
+        "train.data.iter": 1,
+        "train.data.wait": 2,
+        "getitem": 6,
+        "transform": 6,
+        "collate": 2,
+    }
     assert set(window.by_worker("getitem")) == {None}
-    assert ("train.wait", "getitem") in window.tree  # fetched inside next(): nested under the wait
+    assert ("train.data.wait", "getitem") in window.tree  # fetched inside next(): nested under the wait
 
 
 def test_spawned_workers_need_no_fork_inheritance() -> None:
@@ -108,9 +115,9 @@ def test_train_and_validation_loaders_at_once_keep_their_own_names() -> None:
         for _ in perfkit.timed_iter(val, "val"):
             pass
         snap = reg.snapshot(since=start)
-    assert (snap["train.fetch"].count, snap["val.fetch"].count) == (4, 2)
-    assert snap.tree[("train.fetch", "getitem")].count == 8
-    assert snap.tree[("val.fetch", "getitem")].count == 4
+    assert (snap["train.data.fetch"].count, snap["val.data.fetch"].count) == (4, 2)
+    assert snap.tree[("train.data.fetch", "getitem")].count == 8
+    assert snap.tree[("val.data.fetch", "getitem")].count == 4
 
 
 def test_pin_memory_and_prefetching() -> None:
@@ -149,13 +156,13 @@ def test_a_worker_that_raises_surfaces_its_error_and_earlier_batches_are_kept() 
             pass
     snap = reg.snapshot()
     assert snap["collate"].count == 3  # the three batches handed over before the failing one
-    assert snap["train.wait"].errors == 1
+    assert snap["train.data.wait"].errors == 1
 
 
 KILLED_WORKER_SCRIPT = """
 import json, perfkit, perfkit.torch
 from torch.utils.data import DataLoader
-from tests.loaders import Squares, collate
+from tests.torch.loaders import Squares, collate
 
 loader = perfkit.torch.instrument(
     DataLoader(Squares(12, kill_at=7), batch_size=1, num_workers=1, collate_fn=collate, timeout=60), "train"
@@ -174,7 +181,7 @@ print(json.dumps({"error": error, "getitem": snap["getitem"].count if "getitem" 
 def test_a_worker_killed_by_a_signal_does_not_hang_the_main_process() -> None:
     # A separate process: torch reports a dead worker from a SIGCHLD handler, which may raise
     # at any later point of the main thread, and would do so inside pytest itself.
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", KILLED_WORKER_SCRIPT], cwd=root, capture_output=True, text=True, timeout=120
     )
@@ -279,8 +286,8 @@ def test_time_wait_records_each_batch_wait_without_timed_iter() -> None:
     with perfkit.use_registry(reg):
         assert len(list(loader)) == 3
     snap = reg.snapshot()
-    assert snap["val.wait"].count == 3  # the call that finds the end is not a wait for a batch
-    assert snap.tree[("val.wait", "getitem", "transform")].count == 6
+    assert snap["val.data.wait"].count == 3  # the call that finds the end is not a wait for a batch
+    assert snap.tree[("val.data.wait", "getitem", "transform")].count == 6
 
 
 def test_a_loader_recreated_from_its_arguments_stays_instrumented() -> None:
@@ -298,4 +305,4 @@ def test_a_loader_recreated_from_its_arguments_stays_instrumented() -> None:
     assert recreated.worker_init_fn.user_init is mark_init  # type: ignore[union-attr]
     assert len(list(recreated)) == 3
     snap = reg.snapshot()
-    assert (snap["train.wait"].count, snap["train.fetch"].count, snap["getitem"].count) == (3, 3, 6)
+    assert (snap["train.data.wait"].count, snap["train.data.fetch"].count, snap["getitem"].count) == (3, 3, 6)

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfkit._trace_events import iter_trace_events
-
-from .trace_builder import mark, memory, op, write_trace
+from perfkit.trace._events import iter_trace_events
+from tests.trace.trace_builder import mark, memory, op, write_trace
 
 EVENTS = [
     op("aten::linear", 0.125, 30.5),
@@ -59,7 +58,7 @@ def test_the_json_array_form_is_read_even_without_its_closing_bracket(tmp_path: 
 
 
 def test_a_real_torch_trace_reads_like_json_load() -> None:
-    path = Path(__file__).parent / "data" / "traces" / "torch_cpu_marked.pt.trace.json.gz"
+    path = Path(__file__).parents[1] / "data" / "traces" / "torch_cpu_marked.pt.trace.json.gz"
     with gzip.open(path, "rt") as fh:
         whole = json.load(fh)
     events, metadata = read(path, chunk_chars=4096)

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 
 import perfkit
-from perfkit._standalone import window
-
-from .conftest import FakeClock
+from perfkit.run import RunWriter, window
+from perfkit.trace import analyze_trace
+from tests.conftest import FakeClock
 
 MS = 1_000_000
-TRACE = Path(__file__).parent / "data" / "traces" / "torch_cpu_marked.pt.trace.json.gz"
+TRACE = Path(__file__).parents[1] / "data" / "traces" / "torch_cpu_marked.pt.trace.json.gz"
 
 
 class SlowLoader:
@@ -45,7 +45,7 @@ def synthetic_run(
     trace: bool = False,
 ) -> Path:
     """Train and validate for ``epochs``; ``trace`` adds a profiler window of training's epoch 1."""
-    run = perfkit.RunWriter(path, meta={"script": "synthetic"})
+    run = RunWriter(path, meta={"script": "synthetic"})
     for epoch in range(epochs):
         with window("train", epoch=epoch, run=run, registry=reg) as w:
             for _ in w.iterate(SlowLoader(clock, batches=8, size=4, wait_ns=1 * MS)):
@@ -58,17 +58,17 @@ def synthetic_run(
                     clock.advance(3 * MS)
                 reg.gauge("process.rss_mb", 400.0 + 50 * epoch)
     if trace:
-        add_trace(run, phase="train", epoch=1)
+        add_trace(run, stage="train", epoch=1)
     if finish:
         run.finish(reg.snapshot())
     return path
 
 
-def add_trace(run: perfkit.RunWriter, *, phase: str, epoch: int) -> Path:
+def add_trace(run: RunWriter, *, stage: str, epoch: int) -> Path:
     """Copy the real CPU trace of the test data under the run directory; record it with its analysis."""
-    trace = run.path / "traces" / f"{phase}_epoch{epoch}.pt.trace.json.gz"
+    trace = run.path / "traces" / f"{stage}_epoch{epoch}.pt.trace.json.gz"
     trace.parent.mkdir(exist_ok=True)
     shutil.copy(TRACE, trace)
-    summary = perfkit.analyze_trace(trace).to_dict()
-    run.add_trace(phase=phase, epoch=epoch, trace=trace, summary=summary)
+    summary = analyze_trace(trace).to_dict()
+    run.add_trace(stage=stage, epoch=epoch, trace=trace, summary=summary)
     return trace
