@@ -76,16 +76,17 @@ class SinkFanout:
             except Exception as exc:
                 self.record_failure(sink, "close", exc)
 
-    def record_failure(self, sink: object, call: str, exc: Exception) -> None:
-        """Count a failed call of ``sink`` and warn once per kind of fault (for callers that call a
-        sink's other methods through the fan-out's policy)."""
+    def record_failure(self, sink: object, call: str, exc: Exception, *, message: str | None = None) -> None:
+        """Count a failed ``call`` of ``sink`` (an object, or a name) and warn once per kind of fault;
+        ``message`` replaces the warning's text."""
         name = sink if isinstance(sink, str) else sink_name(sink)
         key = f"{name}:{call}:{type(exc).__name__}"
         f = self.failures
         f.counts[name] = f.counts.get(name, 0) + 1
         if key not in f.said:
             f.said.add(key)
-            warn(f"perfkit: {name}.{call} failed: {exc!r}; training goes on (said once per kind of fault)")
+            what = name if call == "emit" else f"{name}.{call}"
+            warn(message or f"perfkit: {what} failed: {exc!r}; training goes on (said once per kind of fault)")
 
 
 def sink_name(sink: object) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import perfkit
+from perfkit.trace import analyze_trace
 
 JOB = Path(__file__).with_name("ddp_job.py")
 DIST_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
@@ -69,7 +70,7 @@ def test_the_slowest_rank_and_the_spread_of_mean_step_time(ddp_run: Path) -> Non
 def test_percentiles_are_over_the_union_of_both_ranks_samples(ddp_run: Path) -> None:
     run_dir = ddp_run / "ddp" / "version_0" / "perfkit"
     lines = [json.loads(x) for x in (run_dir / "windows.jsonl").read_text().splitlines()]
-    train = next(x for x in lines if x["phase"] == "train")
+    train = next(x for x in lines if x["stage"] == "train")
     snap = perfkit.Snapshot.from_json((run_dir / train["snapshot"]).read_text())
     pids = {t.pid for t in snap.threads}
     assert len(pids) == 2  # samples of both processes
@@ -83,5 +84,5 @@ def test_every_rank_profiles_the_same_steps(ddp_run: Path) -> None:
     traces = sorted(p.name for p in (ddp_run / "traces").iterdir())
     assert traces == ["train_epoch1_rank0.pt.trace.json.gz", "train_epoch1_rank1.pt.trace.json.gz"]
     for name in traces:
-        analysis = perfkit.analyze_trace(ddp_run / "traces" / name)
+        analysis = analyze_trace(ddp_run / "traces" / name)
         assert analysis.step_count == 2

@@ -15,7 +15,7 @@ from perfkit_lightning import PerfMonitor
 
 import perfkit
 
-from .tiny import EmptyVal, Tiny, trainer
+from .tiny import EmptyVal, Tiny, said, trainer
 
 
 @dataclass
@@ -52,7 +52,7 @@ def fit(tmp_path_factory: pytest.TempPathFactory) -> Fit:
     return Fit(root, monitor, t, read_rows(logger))
 
 
-def test_every_phase_gets_its_metrics_once_per_epoch(fit: Fit) -> None:
+def test_every_stage_gets_its_metrics_once_per_epoch(fit: Fit) -> None:
     assert fit.values("perf/train/steps") == [8.0, 8.0]  # 32 samples in batches of 4
     assert fit.values("perf/val/steps") == [4.0, 4.0]
     assert fit.values("perf/test/steps") == [2.0]
@@ -112,13 +112,14 @@ def test_the_sanity_check_is_left_out(fit: Fit) -> None:
 def test_the_run_directory_holds_every_window_and_the_slowest_steps(fit: Fit) -> None:
     run = fit.root / "csv" / "version_0" / "perfkit"
     lines = [json.loads(x) for x in (run / "windows.jsonl").read_text().splitlines()]
-    assert [(x["phase"], x["epoch"]) for x in lines] == [
+    # trainer.test and trainer.predict after the fit are their first runs, not "epoch 2"
+    assert [(x["stage"], x["epoch"]) for x in lines] == [
         ("val", 0),
         ("train", 0),
         ("val", 1),
         ("train", 1),
-        ("test", 2),
-        ("predict", 2),
+        ("test", 0),
+        ("predict", 0),
     ]
     train = lines[1]
     assert len(train["slowest"]) == 3
@@ -128,12 +129,14 @@ def test_the_run_directory_holds_every_window_and_the_slowest_steps(fit: Fit) ->
     assert perfkit.Snapshot.from_json((run / "final.json").read_text())["train.step"].count == 16
 
 
-def test_console_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_console_summary_goes_through_logging(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     t = trainer(
         str(tmp_path), [PerfMonitor(console=True, sample_resources=False)], logger=False, max_epochs=1
     )
-    t.fit(Tiny())
-    out = capsys.readouterr().out
+    with said() as log:
+        t.fit(Tiny())
+    out = log.text
+    assert "[perfkit]" not in capsys.readouterr().out  # never print()
     assert "[perfkit] train epoch 0: 8 steps in" in out
     assert "[perfkit] val epoch 0: 4 steps in" in out
     assert "training's time per sample" in out

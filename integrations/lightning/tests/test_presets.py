@@ -12,7 +12,7 @@ from perfkit_lightning import PerformanceProfilerCallback, ThroughputMonitorCall
 
 import perfkit
 
-from .tiny import EmptyVal, Tiny, trainer
+from .tiny import EmptyVal, Tiny, said, trainer
 
 
 def logged(logger: CSVLogger) -> list[dict[str, str]]:
@@ -24,12 +24,10 @@ def keys(rows: list[dict[str, str]]) -> set[str]:
     return {k for r in rows for k in r} - {"epoch", "step", "train_loss", "val_loss"}
 
 
-def test_performance_profiler_logs_its_validation_keys(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_performance_profiler_logs_its_validation_keys(tmp_path: Path) -> None:
     logger = CSVLogger(str(tmp_path))
     callback = PerformanceProfilerCallback(log_interval=2, verbose=True)
-    with perfkit.use_registry(perfkit.Registry()):
+    with perfkit.use_registry(perfkit.Registry()), said() as log:
         trainer(str(tmp_path), [callback], logger=logger).fit(Tiny())
     rows = logged(logger)
     epoch_keys = {
@@ -54,8 +52,9 @@ def test_performance_profiler_logs_its_validation_keys(
         4,
         4,
     ]
-    out = capsys.readouterr().out
-    assert "[Performance] Validation epoch 0: 4 batches in" in out
+    # each per-batch row at its own step: the validation batches logged so far
+    assert [int(r["step"]) for r in rows if "performance/val_batch_idx" in r] == [0, 1, 2, 3]
+    assert "[Performance] Validation epoch 0: 4 batches in" in log.text
 
 
 def test_performance_profiler_without_memory_has_no_memory_keys(tmp_path: Path) -> None:
@@ -71,13 +70,11 @@ def test_performance_profiler_with_an_empty_validation_set(tmp_path: Path) -> No
     assert not any(k.startswith("performance/val_batch_") for k in keys(logged(logger)))
 
 
-def test_throughput_monitor_logs_and_prints_each_training_epoch(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_throughput_monitor_logs_each_training_epoch(tmp_path: Path) -> None:
     logger = CSVLogger(str(tmp_path))
     dataset_bytes = 3 * 1024 * 1024
     callback = ThroughputMonitorCallback(memory_probes={"dataset": lambda: dataset_bytes, "cache": lambda: 0})
-    with perfkit.use_registry(perfkit.Registry()):
+    with perfkit.use_registry(perfkit.Registry()), said() as log:
         trainer(str(tmp_path), [callback], logger=logger).fit(Tiny(workers=1, context="fork"))
     rows = [r for r in logged(logger) if "samples_per_second" in r]
     assert len(rows) == 2
@@ -89,7 +86,7 @@ def test_throughput_monitor_logs_and_prints_each_training_epoch(
     assert expected <= set(rows[0])
     assert float(rows[0]["memory_dataset_mb"]) == 3.0
     assert 0 < float(rows[0]["throughput_efficiency"]) <= 1
-    assert "[Throughput] Epoch 0:" in capsys.readouterr().out
+    assert "[Throughput] Epoch 0:" in log.text
 
 
 def test_throughput_monitor_every_other_epoch(tmp_path: Path) -> None:

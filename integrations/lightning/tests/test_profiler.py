@@ -12,11 +12,11 @@ import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
 from perfkit_lightning import ProfilerCallback
-from perfkit_lightning._schedule import Schedule
 
 import perfkit
+from perfkit._state import set_tracer
 
-from .tiny import Tiny, trainer
+from .tiny import Tiny, said, trainer
 
 PHASE_MARKS = {
     "perfkit.phase.data_fetch",
@@ -46,15 +46,11 @@ def profiled(
         profile_epochs=[1], profile_steps=3, warmup_steps=1, output_dir=str(root / "traces")
     )
     logger = CSVLogger(str(root))
-    import contextlib
-    import io
-
-    out = io.StringIO()
-    with perfkit.use_registry(perfkit.Registry()), contextlib.redirect_stdout(out):
+    with perfkit.use_registry(perfkit.Registry()), said() as out:
         trainer(str(root), [callback], logger=logger, max_epochs=3).fit(Tiny())
     with open(Path(logger.log_dir) / "metrics.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return root, callback, rows, out.getvalue()
+    return root, callback, rows, out.text
 
 
 def test_traces_exist_only_for_the_listed_epochs_and_phases(profiled: Any) -> None:
@@ -78,7 +74,7 @@ def test_a_trace_is_valid_gzip_json_with_sections_phase_marks_and_steps(profiled
     assert "perfkit.phase.backward" not in names(val)
 
 
-def test_the_summary_is_printed_and_logged(profiled: Any) -> None:
+def test_the_summary_is_said_and_logged(profiled: Any) -> None:
     _, _, rows, printed = profiled
     assert "[Profiler] Trace exported:" in printed
     assert "[Profiler] Summary: dataloader" in printed
@@ -91,12 +87,12 @@ def test_the_run_directory_lists_the_traces(profiled: Any) -> None:
     root, _, _, _ = profiled
     (run,) = root.glob("**/perfkit/traces.jsonl")
     lines = [json.loads(x) for x in run.read_text().splitlines()]
-    assert {(x["phase"], x["epoch"]) for x in lines} == {("train", 1), ("val", 1)}
+    assert {(x["stage"], x["epoch"]) for x in lines} == {("train", 1), ("val", 1)}
     assert all(x["summary"]["step_count"] == 3 for x in lines)
 
 
 def test_outside_windows_nothing_is_wrapped_or_traced(profiled: Any) -> None:
-    assert perfkit.set_tracer(None) is None  # no tracer left behind
+    assert set_tracer(None) is None  # no tracer left behind
     model = Tiny()
     assert "training_step" not in vars(model)
     assert not torch.autograd.profiler._is_profiler_enabled
@@ -113,11 +109,6 @@ def test_repeat_really_repeats(tmp_path: Path) -> None:
     for name in files:
         steps = sorted(n for n in names(load(tmp_path / "traces" / name)) if n.startswith("ProfilerStep#"))
         assert steps == ["ProfilerStep#1", "ProfilerStep#2"]
-
-
-def test_the_schedule_of_cycles() -> None:
-    cycles = Schedule(skip_first=2, wait=1, warmup=1, active=3, repeat=2).cycles()
-    assert [(c.warmup_start, c.record_start, c.end) for c in cycles] == [(3, 4, 7), (8, 9, 12)]
 
 
 def test_an_unwritable_output_directory_is_a_warning_and_training_goes_on(tmp_path: Path) -> None:
@@ -158,7 +149,7 @@ def test_an_exception_or_interrupt_inside_a_window_stops_the_profiler_cleanly(
     with pytest.raises(surfaces_as):
         trainer(str(tmp_path), [callback], logger=False, max_epochs=1).fit(model)
     assert not torch.autograd.profiler._is_profiler_enabled
-    assert perfkit.set_tracer(None) is None
+    assert set_tracer(None) is None
     assert "training_step" not in vars(model)  # the phase marks are unwrapped
 
 

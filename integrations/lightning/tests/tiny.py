@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import lightning as L
@@ -109,3 +112,29 @@ def trainer(tmp: str, callbacks: list[Any], **kwargs: Any) -> L.Trainer:
     }
     options.update(kwargs)
     return L.Trainer(callbacks=callbacks, **options)
+
+
+class Said(logging.Handler):
+    """The lines perfkit's callbacks log (their logger is ``lightning.pytorch.perfkit``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@contextmanager
+def said() -> Iterator[Said]:
+    """Collect what perfkit's callbacks log inside the block."""
+    handler, log = Said(), logging.getLogger("lightning.pytorch.perfkit")
+    log.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)

@@ -230,7 +230,8 @@ class ThroughputMonitorCallback(_Preset):
                 out[metric_key(f"memory_{name}_mb")] = probe() / _MB
             except Exception as exc:  # a probe must not stop training
                 if self._fanout is not None:  # warned once, counted, left out
-                    self._fanout.record_failure(f"memory probe {name!r}", "call", exc)
+                    message = f"perfkit: memory probe {name!r} raised {exc!r}; left out (said once)"
+                    self._fanout.record_failure(f"memory probe {name!r}", "call", exc, message=message)
         return out
 
 

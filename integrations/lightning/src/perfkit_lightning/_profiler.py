@@ -66,6 +66,8 @@ class ProfilerCallback(PerfkitCallback):
         run_dir: str | None = None,
     ) -> None:
         stages = _check_phases(phases)
+        if isinstance(log_top_k_ops, bool) or not isinstance(log_top_k_ops, int) or log_top_k_ops < 1:
+            raise ValueError(f"log_top_k_ops must be an int >= 1, got {log_top_k_ops!r}")
         if output_dir is not None and (not isinstance(output_dir, (str, Path)) or not str(output_dir)):
             raise TypeError(f"output_dir must be a non-empty path or None, got {output_dir!r}")
         if run_dir is not None and not isinstance(run_dir, (str, Path)):
@@ -97,6 +99,11 @@ class ProfilerCallback(PerfkitCallback):
         self._driver_ref: Driver | None = None
         self._seen: set[tuple[str, int]] = set()
         self._run = Path("perfkit")
+
+    @property
+    def profile_epochs(self) -> frozenset[int] | None:
+        """The epochs profiled (None: every epoch)."""
+        return self.windows.epochs
 
     @property
     def traces(self) -> list[Path]:

@@ -16,7 +16,7 @@ class LoggerSink:
 
     def __init__(self, logger: Logger) -> None:
         self.logger = logger
-        self.name = type(logger).__name__
+        self.name = f"{type(logger).__name__}.log_metrics"
 
     def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
         self.logger.log_metrics(dict(metrics), step=step)
@@ -32,4 +32,4 @@ def log_to_loggers(fanout: SinkFanout, metrics: Mapping[str, float], step: int) 
             try:
                 sink.logger.log_metrics(dict(metrics), step=step)
             except Exception as exc:  # a logger that is down must not stop training
-                fanout.record_failure(sink, "log_metrics", exc)
+                fanout.record_failure(sink, "emit", exc)
