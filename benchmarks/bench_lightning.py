@@ -31,6 +31,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, ThroughputMonitor
 from perfkit_lightning import PerfMonitor, ProfilerCallback
+from perfkit_lightning._hookclock import HookClock
 from torch.utils.data import DataLoader, TensorDataset
 
 
@@ -112,25 +113,41 @@ def table(title: str, medians: dict[str, float], base: str) -> str:
 def own_work_per_step(n: int = 20_000) -> dict[str, float]:
     """PerfMonitor's own work per step, timed directly (the fits above are noisy at the µs level).
 
-    The hooks' bodies on a real (tuple) batch, the instrumented loader's extra work per batch
-    (a DataLoader over a list without collation, so the loader itself costs little), and the
+    The stage recorder's work for one step (its start and end, the samples of a real tuple
+    batch), what wrapping Lightning's profiler costs per hook Lightning runs (against the
+    default profiler's own cost), the instrumented loader's extra work per batch (a
+    DataLoader over a list without collation, so the loader itself costs little), and the
     sampler thread's CPU per second spread over the steps of that second.
     """
-    from perfkit_lightning._monitor import _Phase
+    from lightning.pytorch.profilers import PassThroughProfiler
 
     import perfkit
     import perfkit.torch
+    from perfkit.stages import StageRecorder
 
     reg = perfkit.Registry()
-    monitor = PerfMonitor(registry=reg, sample_resources=False, save_run=False, top_k_slowest=5)
-    step_node = perfkit._context.NODES.child(perfkit._context.new_cell()[0], "train.step")
-    monitor._open["train"] = _Phase("train", 0, perfkit.Window(reg), step_node)
+    rec = StageRecorder(reg, top_k_slowest=5)
+    rec.begin("train", 0)
     batch = (torch.zeros(8, 32), torch.zeros(8, 1))
     t0 = time.perf_counter()
-    for i in range(n):
-        monitor._batch_start("train")
-        monitor._batch_end("train", batch, i, None)  # type: ignore[arg-type]
-    hooks = (time.perf_counter() - t0) / n
+    for _ in range(n):
+        rec.step_begin("train")
+        rec.step_end("train")
+        rec.batch_done("train", batch)
+    recorder = (time.perf_counter() - t0) / n
+    rec.end("train")
+
+    def per_action(profiler: Any) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            with profiler.profile("[Callback]ModelSummary.on_train_batch_end"):
+                pass
+        return (time.perf_counter() - t) / n
+
+    default = PassThroughProfiler()
+    clock = HookClock(default, rec, None, ours=lambda cb: False, eval_stage=lambda s: s)  # type: ignore[arg-type]
+    clock._kinds["[Callback]ModelSummary.on_train_batch_end"] = None  # a hook nobody overrides
+    action = min(per_action(clock) for _ in range(3)) - min(per_action(default) for _ in range(3))
 
     items = list(range(n))
 
@@ -141,13 +158,18 @@ def own_work_per_step(n: int = 20_000) -> dict[str, float]:
         return (time.perf_counter() - t) / n
 
     plain = min(per_batch(DataLoader(items, batch_size=None)) for _ in range(3))
-    instrumented = perfkit.torch.instrument(DataLoader(items, batch_size=None), "train.data", time_wait=True)
+    instrumented = perfkit.torch.instrument(DataLoader(items, batch_size=None), "train", time_wait=True)
     loader = min(per_batch(instrumented) for _ in range(3)) - plain
 
     sampler = perfkit.ResourceSampler(0.1, registry=reg).start()
     time.sleep(3)
     sampler.stop()
-    return {"hooks": hooks, "loader": loader, "sampler_cpu_share": sampler.cpu_time_s / 3}
+    return {
+        "recorder": recorder,
+        "action": action,
+        "loader": loader,
+        "sampler_cpu_share": sampler.cpu_time_s / 3,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,10 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     step = medians["empty Callback"]
     share = own["sampler_cpu_share"] * step
     print(
-        f"  PerfMonitor's own work per step, timed directly: hooks {own['hooks'] * 1e6:.1f} µs, loader wait "
-        f"timing {own['loader'] * 1e6:.1f} µs, sampler {own['sampler_cpu_share']:.2%} of a core "
+        f"  PerfMonitor's own work per step, timed directly: stage recorder {own['recorder'] * 1e6:.1f} µs, "
+        f"loader wait timing {own['loader'] * 1e6:.1f} µs, sampler {own['sampler_cpu_share']:.2%} of a core "
         f"(= {share * 1e6:.1f} µs of a {step * 1e6:.0f} µs step): "
-        f"{(own['hooks'] + own['loader'] + share) * 1e6:.1f} µs in all"
+        f"{(own['recorder'] + own['loader'] + share) * 1e6:.1f} µs in all; each hook Lightning runs costs "
+        f"{own['action'] * 1e9:+.0f} ns against its default profiler"
     )
     part2: dict[str, Config] = {
         "no callback": lambda tmp: ([], {}),

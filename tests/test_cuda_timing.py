@@ -138,3 +138,16 @@ def test_cuda_times_plain_functions_only() -> None:
 def test_gpu_events_must_be_callable() -> None:
     with pytest.raises(TypeError, match="gpu_events must be a callable"):
         Registry(gpu_events=3)  # type: ignore[arg-type]
+
+
+def test_section_as_a_decorator_keeps_the_gpu_time(cuda_reg: Registry, clock: FakeClock, gpu: FakeGpu) -> None:
+    @perfkit.section("matmul", registry=cuda_reg, cuda=True)
+    def matmul() -> None:
+        clock.advance(20_000)
+        gpu.now_ms += 3.0
+
+    matmul()
+    matmul()
+    snap = cuda_reg.snapshot()
+    assert snap["matmul"].count == 2
+    assert snap["matmul.gpu"].total_s == pytest.approx(6e-3)

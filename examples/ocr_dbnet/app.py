@@ -10,7 +10,7 @@ and a profiler window on a validation epoch.
 
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,13 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
-import perfkit
-from perfkit import format_seconds
+from perfkit.reports import format_seconds, write_html_report
+from perfkit.run import RunData, read_run
 
 from .module import DBNetModule, make_loaders
 from .pretrain import pretrained_weights
+
+log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig) -> Path:
@@ -48,25 +50,30 @@ def run(cfg: DictConfig) -> Path:
     trainer = pl.Trainer(**cfg.trainer, logger=logger, callbacks=callbacks, default_root_dir=str(out))
     trainer.fit(module, train, val)
     run_dir = Path(logger.log_dir) / "perfkit"
-    print(where_validation_time_went(run_dir), flush=True)
+    run = read_run(run_dir)
+    log.info(where_validation_time_went(run))
     report = _report(run_dir) if cfg.report else None
-    print(_outputs(logger, run_dir, out, report), flush=True)
+    log.info(_outputs(logger, run, report))
     return out
 
 
-def where_validation_time_went(run_dir: Path) -> str:
+def where_validation_time_went(run: RunData) -> str:
     """The demo's closing block, from the last validation window the run recorded."""
-    lines = [json.loads(x) for x in (run_dir / "windows.jsonl").read_text().splitlines()]
-    val = [x for x in lines if x["phase"] == "val"][-1]
-    train = [x for x in lines if x["phase"] == "train"][-1]
-    snap = perfkit.Snapshot.from_json((run_dir / val["snapshot"]).read_text())
-    m = val["metrics"]
-    steps = int(m.get("perf/val/steps", 0)) or 1
-    out = [f"\n[demo] Where validation spent its time (epoch {val['epoch']}, {val['samples']} receipts):"]
+    val = [w for w in run.windows if w.stage == "val"][-1]
+    train = [w for w in run.windows if w.stage == "train"][-1]
+    snap, a = val.snapshot, val.window.account
+    steps = int(val.metric("steps") or 1)
+    out = [f"\n[demo] Where validation spent its time (epoch {val.epoch}, {val.samples} receipts):"]
     out.append(
-        f"  waiting for batches: {m.get('perf/val/data_wait_fraction', 0):.0%} of the epoch "
-        f"({m.get('perf/val/data_wait_ms_mean', 0):.0f} ms per batch); "
-        f"compute {m.get('perf/val/step_ms_mean', 0):.0f} ms per batch"
+        "  its account: "
+        + ", ".join(
+            f"{part.replace('_', ' ')} {a.fraction(part):.0%}" for part in a.parts if a.fraction(part) >= 0.01
+        )
+    )
+    out.append(
+        f"  waiting for batches: {a.fraction('data_wait'):.0%} of the epoch "
+        f"({val.metric('data_wait_ms_mean') or 0:.0f} ms per batch); "
+        f"compute {val.metric('step_ms_mean') or 0:.0f} ms per batch"
     )
     collate = snap.get("db_collate_fn")
     if collate is not None:
@@ -82,42 +89,41 @@ def where_validation_time_went(run_dir: Path) -> str:
         unclip = snap["pyclipper.unclip"].total_s if "pyclipper.unclip" in snap else 0.0
         out.append(
             f"  post-processing (main process): {format_seconds(post.total_s / steps)} per batch, "
-            f"{post.total_s / val['wall_s']:.0%} of the epoch; "
+            f"{post.total_s / val.wall_s:.0%} of the epoch; "
             f"PyClipper unclip {unclip / post.total_s:.0%} of it"
         )
-    if "perf/val/workers_needed" in m:
-        needed = int(m["perf/val/workers_needed"])
+    needed, workers = val.metric("workers_needed"), val.metric("workers")
+    if needed is not None and workers is not None:
         out.append(
-            f"  workers: {m['perf/val/worker_batch_ms_mean']:.0f} ms per batch in a worker against "
-            f"{m['perf/val/step_ms_mean']:.0f} ms of compute: {needed} worker{'s' if needed > 1 else ''} "
-            f"would keep validation from waiting ({int(m['perf/val/workers'])} now)"
+            f"  workers: {val.metric('worker_batch_ms_mean') or 0:.0f} ms per batch in a worker: "
+            f"{int(needed)} worker{'s' if needed > 1 else ''} would keep validation from waiting "
+            f"({int(workers)} now, {int(val.metric('worker_cores') or 1)} core(s) free for workers)"
         )
-    ratio = m.get("perf/val/time_per_sample_vs_train_ratio")
+    ratio = val.metric("time_per_sample_vs_train_ratio")
     if ratio is not None:
         out.append(
             f"  validation takes {ratio:.1f}x training's time per receipt "
-            f"(training: {train['metrics'].get('perf/train/samples_per_s', 0):.1f} receipts/s, "
-            f"validation: {m.get('perf/val/samples_per_s', 0):.1f})"
+            f"(training: {train.metric('samples_per_s') or 0:.1f} receipts/s, "
+            f"validation: {val.metric('samples_per_s') or 0:.1f})"
         )
     return "\n".join(out)
 
 
 def _report(run_dir: Path) -> Path | None:
     try:
-        return perfkit.write_html_report(run_dir)
+        return write_html_report(run_dir)
     except Exception as exc:  # the run's data are on disk whatever happens to the report
-        print(f"[demo] no HTML report: {exc!r}")
+        log.warning("[demo] no HTML report: %r", exc)
         return None
 
 
-def _outputs(logger: CSVLogger, run_dir: Path, out: Path, report: Path | None) -> str:
-    traces = sorted((out / "profiler_traces").glob("*.json*")) if (out / "profiler_traces").exists() else []
+def _outputs(logger: CSVLogger, run: RunData, report: Path | None) -> str:
     lines = [
         "\n[demo] Outputs:",
         f"  metrics (CSVLogger):  {Path(logger.log_dir) / 'metrics.csv'}",
-        f"  run data (perfkit):   {run_dir}",
+        f"  run data (perfkit):   {run.path}",
     ]
-    lines += [f"  profiler trace:       {t}   (perfkit analyze {t})" for t in traces]
+    lines += [f"  profiler trace:       {t.trace}   (perfkit analyze {t.trace})" for t in run.traces]
     if report is not None:
         lines.append(f"  report:               {report}")
     return "\n".join(lines)

@@ -6,12 +6,14 @@
 (``perfkit.report(snapshot)`` is the plain-text table of one snapshot.)
 """
 
+from .._units import format_seconds
 from ._page import render_html, write_html_report
 from ._summary import series_line, summary_text
 from ._upload import attach_report_to_wandb, log_report_to_mlflow
 
 __all__ = [
     "attach_report_to_wandb",
+    "format_seconds",
     "log_report_to_mlflow",
     "render_html",
     "series_line",

@@ -179,10 +179,10 @@ def window(
     Training's time per sample is remembered per run (per registry without one) as the
     reference of the other stages' ``time_per_sample_vs_train_ratio``.
 
-    >>> import perfkit
+    >>> import perfkit, numpy as np
     >>> reg = perfkit.Registry()
     >>> with perfkit.window("val", epoch=0, registry=reg) as w:
-    ...     for batch in w.iterate([[1, 2], [3, 4]]):
+    ...     for batch in w.iterate([np.zeros((2, 8)), np.zeros((2, 8))]):
     ...         pass
     >>> w.metrics["perf/val/steps"], w.metrics["perf/val/samples"]
     (2.0, 4.0)

@@ -86,7 +86,9 @@ class SinkFanout:
         if key not in f.said:
             f.said.add(key)
             what = name if call == "emit" else f"{name}.{call}"
-            warn(message or f"perfkit: {what} failed: {exc!r}; training goes on (said once per kind of fault)")
+            warn(
+                message or f"perfkit: {what} failed: {exc!r}; training goes on (said once per kind of fault)"
+            )
 
 
 def sink_name(sink: object) -> str:

@@ -105,12 +105,12 @@ class StageRecorder:
     sample before each window closes, so memory peaks reach the end of the epoch; ``gather``
     merges the ranks of a distributed job (``rank`` is this process's).
 
-    >>> import perfkit
+    >>> import perfkit, numpy as np
     >>> from perfkit.stages import StageRecorder
     >>> rec = StageRecorder(perfkit.Registry())
     >>> rec.begin("val", 0)
-    >>> for batch in ([1, 2], [3, 4]):
-    ...     rec.step_begin("val"); rec.step_end("val", batch=batch)
+    >>> for batch in (np.zeros((2, 8)), np.zeros((2, 8))):
+    ...     rec.step_begin("val"); _ = rec.step_end("val", batch=batch)
     >>> w = rec.end("val")
     >>> w.snapshot["val.step"].count, w.samples
     (2, 4)

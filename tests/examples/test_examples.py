@@ -64,7 +64,9 @@ def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert "Where validation spent its time" in out
     assert (tmp_path / "out" / "csv" / "metrics.csv").exists()
     assert (tmp_path / "out" / "csv" / "perfkit" / "report.html").exists()
-    assert list((tmp_path / "out" / "profiler_traces").glob("val_epoch1*.json.gz"))
+    assert list((tmp_path / "out" / "csv" / "perfkit" / "traces").glob("val_epoch1*.json.gz"))
+    job_log = (tmp_path / "out" / "__main__.log").read_text()  # Hydra's job log has perfkit's lines too
+    assert "[perfkit] val epoch 1" in job_log
 
 
 def test_the_standalone_example_prints_a_report_per_epoch(capsys: pytest.CaptureFixture[str]) -> None:

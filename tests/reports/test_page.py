@@ -83,6 +83,29 @@ def test_time_section_has_the_section_tree_with_self_time(page: str) -> None:
     assert re.findall(r"<td>(.*?)</td>", row.group(1))[:3] == ["12", "36.00 ms", "36.00 ms"]
 
 
+def test_each_stage_has_its_own_section_tree_and_statistics(
+    tmp_path: Path, clock: FakeClock, reg: perfkit.Registry
+) -> None:
+    """A section that runs in training and validation: its p95 and max are each stage's own."""
+    from tests.run.run_dirs import MS, SlowLoader
+
+    run = RunWriter(tmp_path / "run")
+    for stage, ms in (("train", 1), ("val", 10)):
+        with window(stage, epoch=0, run=run, registry=reg) as w:
+            for _ in w.iterate(SlowLoader(clock, batches=4, size=2, wait_ns=MS)):
+                with perfkit.section("decode", registry=reg):
+                    clock.advance(ms * MS)
+    run.finish(reg.snapshot())
+    time_section = section(write_html_report(tmp_path / "run").read_text(), "time")
+    trees = dict(re.findall(r"<h4>(\w+)</h4>(<table>.*?</table>)", time_section))
+    assert set(trees) == {"training", "validation"}
+    for stage, expected in (("training", "1.00 ms"), ("validation", "10.00 ms")):
+        row = re.search(r'<td class="tree">decode</td>(.*?)</tr>', trees[stage])
+        assert row
+        count, total, _self, mean, p95, high = re.findall(r"<td>(.*?)</td>", row.group(1))[:6]
+        assert (count, mean, p95, high) == ("4", expected, expected, expected), stage
+
+
 def test_slowest_steps_and_profiler_windows_with_a_relative_trace_link(page: str) -> None:
     assert "<td>train</td><td>2</td><td>0</td><td>0</td><td>6.00 ms</td>" in section(page, "slowest")
     profiler = section(page, "profiler")

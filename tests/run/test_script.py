@@ -225,3 +225,37 @@ def test_perfkit_report_reads_a_standalone_run(
     assert capsys.readouterr().out.strip() == str(tmp_path / "run" / "report.html")
     page = (tmp_path / "run" / "report.html").read_text()
     assert "validation spends 90% of its epoch 1 waiting for data" in page
+
+
+class Rows:
+    """Items that take 2 ms each to load in a DataLoader worker (``load``)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    @perfkit.timed("load")
+    def __getitem__(self, i: int) -> np.ndarray:
+        import time
+
+        time.sleep(0.002)
+        return np.full(4, float(i), dtype=np.float32)
+
+
+def test_an_instrumented_loader_and_a_window_of_the_same_stage_meet() -> None:
+    """``instrument(loader, "train")`` and ``window("train")``: the worker metrics need no other name."""
+    pytest.importorskip("torch")
+    import perfkit.torch
+    from torch.utils.data import DataLoader
+
+    reg = perfkit.Registry()
+    loader = perfkit.torch.instrument(
+        DataLoader(Rows(), batch_size=2, num_workers=2, multiprocessing_context="fork"), "train"
+    )
+    with perfkit.use_registry(reg), window("train", epoch=0, registry=reg) as w:
+        for _ in w.iterate(loader):
+            pass
+    m = w.metrics
+    assert m["perf/train/workers"] == 2.0
+    assert m["perf/train/worker_batch_ms_mean"] >= 4.0  # two items of 2 ms each per batch
+    assert "perf/train/workers_needed" in m
+    assert m["perf/train/series/load/count"] == 8.0

@@ -115,7 +115,7 @@ def trainer(tmp: str, callbacks: list[Any], **kwargs: Any) -> L.Trainer:
 
 
 class Said(logging.Handler):
-    """The lines perfkit's callbacks log (their logger is ``lightning.pytorch.perfkit``)."""
+    """The lines perfkit's callbacks log (to ``perfkit.lightning``, or Lightning's child logger)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -132,9 +132,12 @@ class Said(logging.Handler):
 @contextmanager
 def said() -> Iterator[Said]:
     """Collect what perfkit's callbacks log inside the block."""
-    handler, log = Said(), logging.getLogger("lightning.pytorch.perfkit")
-    log.addHandler(handler)
+    handler = Said()
+    logs = [logging.getLogger(name) for name in ("perfkit.lightning", "lightning.pytorch.perfkit")]
+    for log in logs:
+        log.addHandler(handler)
     try:
         yield handler
     finally:
-        log.removeHandler(handler)
+        for log in logs:
+            log.removeHandler(handler)

@@ -1,10 +1,14 @@
 """perfkit's lines on a Trainer's console: through logging, on rank 0, clear of the progress bar.
 
-The logger is a child of ``lightning.pytorch``, so its lines go where Lightning's own go:
-Lightning's console handler when nothing else is configured, the root handlers (a Hydra
-job's console and ``.log`` file) when something is. A line logged while tqdm bars are on
-screen would be spliced into the bar; it is logged inside ``tqdm.external_write_mode``,
-which clears the bars, lets the line out and draws them again.
+Where logging is configured (the root logger has handlers: a Hydra job's console and
+``.log`` file, an application's own set-up), lines go to the ``perfkit.lightning`` logger,
+which propagates to them. Where nothing is configured, they go to a child of Lightning's
+logger, ``lightning.pytorch.perfkit``, and so to the console handler Lightning installs for
+its own messages. (Lightning's logger stops propagating when it installs that handler at
+import, which is before a Hydra app configures logging: a child of it would never reach
+Hydra's job log.) A line logged while tqdm bars are on screen would be spliced into a bar;
+it is logged inside ``tqdm.external_write_mode``, which clears the bars, lets the line out
+and draws them again.
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ import sys
 
 from lightning.pytorch.utilities import rank_zero_only
 
-log = logging.getLogger("lightning.pytorch.perfkit")
+log = logging.getLogger("perfkit.lightning")
+fallback = logging.getLogger("lightning.pytorch.perfkit")
 
 
 @rank_zero_only
 def say(text: str, level: int = logging.INFO) -> None:
     """Log ``text`` on global rank 0 without breaking a progress bar."""
+    logger = log if logging.getLogger().hasHandlers() else fallback
     tqdm = sys.modules.get("tqdm")
     quiet = tqdm.tqdm.external_write_mode() if tqdm is not None else contextlib.nullcontext()
     with quiet:
-        log.log(level, text)
+        logger.log(level, text)
