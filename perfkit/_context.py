@@ -58,6 +58,7 @@ class NodeTable:
         self.parents: list[int] = [0]
         self.roots: list[int] = [0]
         self._children: dict[str, dict[int, int]] = {}
+        self._overlays: dict[str, dict[int, int]] = {}  # overlay nodes: never the same node as a section
         self._paths: dict[int, tuple[str, ...]] = {}
         self.threads: dict[int, ThreadInfo] = {}
         self.overlay: list[bool] = [False]
@@ -65,21 +66,24 @@ class NodeTable:
         leaves it out. Decided when the node is interned, by whoever interns it first."""
         self._root_by_thread: dict[ThreadInfo, int] = {}
 
-    def kids(self, name: str) -> dict[int, int]:
+    def kids(self, name: str, *, overlay: bool = False) -> dict[int, int]:
         """The parent-to-node map of ``name``; entry points keep it to skip a lookup per call."""
-        kids = self._children.get(name)
+        table = self._overlays if overlay else self._children
+        kids = table.get(name)
         if kids is None:
             with self._lock:
-                kids = self._children.setdefault(name, {})
+                kids = table.setdefault(name, {})
         return kids
 
     def child(self, parent: int, name: str, *, overlay: bool = False) -> int:
         """The node for ``name`` opened inside ``parent``, interned on first use.
 
         ``overlay`` marks records that overlap their siblings rather than nest (a loop turn spans
-        the wait and the body; GPU time runs beside the host's): the section tree leaves them out.
+        the wait and the body; GPU time runs beside the host's; a stage's own timeline): the
+        section tree leaves them out. An overlay node and a section of the same name in the same
+        place are two nodes, so neither decides for the other.
         """
-        kids = self.kids(name)
+        kids = self.kids(name, overlay=overlay)
         node = kids.get(parent)
         if node is None:
             with self._lock:

@@ -37,7 +37,7 @@ class TimedIterator(Iterator[T], Generic[T]):
         self._wait = wait_series(name)
         self._turn = turn_series(name)
         self._wait_kids = NODES.kids(self._wait)
-        self._turn_kids = NODES.kids(self._turn)
+        self._turn_kids = NODES.kids(self._turn, overlay=True)
         self._last: int | None = None
         if SWITCH.on:
             reg = registry or current_registry()

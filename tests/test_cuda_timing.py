@@ -140,7 +140,9 @@ def test_gpu_events_must_be_callable() -> None:
         Registry(gpu_events=3)  # type: ignore[arg-type]
 
 
-def test_section_as_a_decorator_keeps_the_gpu_time(cuda_reg: Registry, clock: FakeClock, gpu: FakeGpu) -> None:
+def test_section_as_a_decorator_keeps_the_gpu_time(
+    cuda_reg: Registry, clock: FakeClock, gpu: FakeGpu
+) -> None:
     @perfkit.section("matmul", registry=cuda_reg, cuda=True)
     def matmul() -> None:
         clock.advance(20_000)

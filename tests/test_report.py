@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import perfkit
-from perfkit._units import format_seconds
 from perfkit import Registry
+from perfkit._units import format_seconds
 
 from .conftest import FakeClock
 

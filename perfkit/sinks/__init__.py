@@ -13,6 +13,7 @@ from ._fanout import Failures, Sink, SinkFanout, check_sinks, sink_name
 
 __all__ = [
     "WANDB_STEP_KEY",
+    "Failures",
     "JsonlSink",
     "MlflowSink",
     "Sink",

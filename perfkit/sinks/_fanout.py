@@ -85,7 +85,8 @@ class SinkFanout:
         f.counts[name] = f.counts.get(name, 0) + 1
         if key not in f.said:
             f.said.add(key)
-            what = name if call == "emit" else f"{name}.{call}"
+            # A sink that stands for another object says which of its methods failed (``method``).
+            what = f"{name}.{getattr(sink, 'method', call) if call == 'emit' else call}"
             warn(
                 message or f"perfkit: {what} failed: {exc!r}; training goes on (said once per kind of fault)"
             )

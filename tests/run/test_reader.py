@@ -65,7 +65,9 @@ def test_a_run_of_the_first_format_still_reads(run_dir: Path) -> None:
         for key in ("prefix", "account", "ranks", "loader", "nested_s", "reference_s_per_sample"):
             x.pop(key)
         x["ranks"] = 1
-        x["slowest"] = [{**{k: v for k, v in s.items() if k != "stage"}, "phase": s["stage"]} for s in x["slowest"]]
+        x["slowest"] = [
+            {**{k: v for k, v in s.items() if k != "stage"}, "phase": s["stage"]} for s in x["slowest"]
+        ]
         old.append(json.dumps(x) + "\n")
     (run_dir / "windows.jsonl").write_text("".join(old))
     run = read_run(run_dir)

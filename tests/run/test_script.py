@@ -244,8 +244,9 @@ class Rows:
 def test_an_instrumented_loader_and_a_window_of_the_same_stage_meet() -> None:
     """``instrument(loader, "train")`` and ``window("train")``: the worker metrics need no other name."""
     pytest.importorskip("torch")
-    import perfkit.torch
     from torch.utils.data import DataLoader
+
+    import perfkit.torch
 
     reg = perfkit.Registry()
     loader = perfkit.torch.instrument(

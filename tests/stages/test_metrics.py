@@ -63,7 +63,9 @@ def test_workers_needed_from_worker_time_per_batch(reg: Registry, clock: FakeClo
     assert (m["perf/train/workers_needed"], m["perf/train/workers"]) == (4.0, 0.0)
 
 
-def test_workers_needed_counts_everything_the_loop_does_between_batches(reg: Registry, clock: FakeClock) -> None:
+def test_workers_needed_counts_everything_the_loop_does_between_batches(
+    reg: Registry, clock: FakeClock
+) -> None:
     record(reg, clock, "train.step", [10, 10])
     record(reg, clock, "train.data.fetch", [35, 35])
     # 100 ms for 2 batches without waiting: the loop asks every 50 ms, one worker keeps up.
@@ -88,13 +90,19 @@ def test_user_series_are_reported_and_the_stages_own_are_not(reg: Registry, cloc
 
 
 def test_keys_lose_what_loggers_would_drop() -> None:
-    assert metric_key("perf", "train", "series", "model.<locals>.fwd") == "perf/train/series/model._locals_.fwd"
+    assert (
+        metric_key("perf", "train", "series", "model.<locals>.fwd") == "perf/train/series/model._locals_.fwd"
+    )
 
 
 def test_ranks_name_the_slowest_and_skip_a_rank_without_steps(reg: Registry, clock: FakeClock) -> None:
     record(reg, clock, "val.step", [10])
     empty = Account.empty(0.1)
-    ranks = (RankPart(0, 0.1, 1, 0.010, empty), RankPart(1, 0.1, 0, 0.0, empty), RankPart(2, 0.1, 1, 0.030, empty))
+    ranks = (
+        RankPart(0, 0.1, 1, 0.010, empty),
+        RankPart(1, 0.1, 0, 0.0, empty),
+        RankPart(2, 0.1, 1, 0.030, empty),
+    )
     m = stage_metrics(stage_window("val", 0, reg.snapshot(), wall_s=0.1, ranks=ranks))
     assert (m["perf/val/ranks"], m["perf/val/slowest_rank"]) == (3.0, 2.0)
     assert m["perf/val/step_ms_mean_rank_spread"] == pytest.approx(20.0)

@@ -88,13 +88,16 @@ print("callbacks left:", sum(type(c).__module__.startswith("perfkit") for c in t
 print("log dir:", logger.log_dir)
 """
     env = {**os.environ, "PERFKIT_DISABLED": "1"}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "callbacks left: 0" in done.stdout
     log_dir = Path(done.stdout.split("log dir:")[1].strip())
     header = (log_dir / "metrics.csv").read_text().splitlines()[0]
-    assert "perf/" not in header and "performance/" not in header
+    assert "perf/" not in header
+    assert "performance/" not in header
     assert not (log_dir / "perfkit").exists()
     output = done.stdout + done.stderr
-    assert "[perfkit]" not in output and "[Performance]" not in output and "[Profiler]" not in output
+    assert not any(tag in output for tag in ("[perfkit]", "[Performance]", "[Profiler]"))
     assert output.count("perfkit is disabled") == 1  # one line says so

@@ -134,10 +134,13 @@ def said() -> Iterator[Said]:
     """Collect what perfkit's callbacks log inside the block."""
     handler = Said()
     logs = [logging.getLogger(name) for name in ("perfkit.lightning", "lightning.pytorch.perfkit")]
+    levels = [log.level for log in logs]
     for log in logs:
         log.addHandler(handler)
+        log.setLevel(logging.DEBUG)  # whatever level an earlier test left the root at
     try:
         yield handler
     finally:
-        for log in logs:
+        for log, level in zip(logs, levels, strict=True):
             log.removeHandler(handler)
+            log.setLevel(level)

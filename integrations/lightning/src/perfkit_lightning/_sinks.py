@@ -16,7 +16,8 @@ class LoggerSink:
 
     def __init__(self, logger: Logger) -> None:
         self.logger = logger
-        self.name = f"{type(logger).__name__}.log_metrics"
+        self.name = type(logger).__name__
+        self.method = "log_metrics"  # what a warning names: the logger's call that failed
 
     def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
         self.logger.log_metrics(dict(metrics), step=step)
