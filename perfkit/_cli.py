@@ -3,10 +3,13 @@
     perfkit analyze profiler_traces/train_epoch1.pt.trace.json.gz --top-k 5
     perfkit diff before.pt.trace.json.gz after.pt.trace.json.gz --json
     perfkit report lightning_logs/version_0/perfkit -o report.html
+    perfkit summary lightning_logs/version_0 --json
+    perfkit compare runs/baseline runs/more_workers
 
 A new subcommand is a ``_add_<name>(subparsers)`` function that sets ``run`` (a callable taking
 the parsed arguments, printing, returning the exit code) and one entry in ``_COMMANDS``. Bad
-input ends with one line on stderr and exit code 2, never a traceback.
+input ends with one line on stderr and exit code 2, never a traceback. Exit codes: 0 done, 2 bad input
+(a missing or broken file, a bad argument), 1 an internal error (a bug: please report it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeAlias
 
 # The type of the object ``add_subparsers()`` returns; each ``_add_<name>`` receives it.
@@ -28,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     2
     """
     parser = argparse.ArgumentParser(prog="perfkit", description="Find where a PyTorch loop spends its time.")
+    parser.add_argument("--version", action="version", version=_version())
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add in _COMMANDS:
         add(subparsers)
@@ -97,6 +102,60 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_summary(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser("summary", help="a run directory's verdicts and time account, in the terminal")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, or a logger's version directory")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/diagnosis.md)")
+    p.set_defaults(run=_summary)
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from .findings import diagnose
+    from .reports import diagnosis_text
+    from .run import read_run
+
+    run = read_run(find_run_dir(args.run_dir))
+    diagnosis = diagnose(run)
+    print(json.dumps(diagnosis.to_dict(), indent=2) if args.json else diagnosis_text(run, diagnosis))
+    return 0
+
+
+def _add_compare(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser("compare", help="compare two run directories: what changed, beyond the noise")
+    p.add_argument("run_a", metavar="RUN_A", help="the run before")
+    p.add_argument("run_b", metavar="RUN_B", help="the run after")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=_compare)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .findings import compare_runs
+    from .reports import comparison_text
+    from .run import read_run
+
+    comparison = compare_runs(read_run(find_run_dir(args.run_a)), read_run(find_run_dir(args.run_b)))
+    print(json.dumps(comparison.to_dict(), indent=2) if args.json else comparison_text(comparison))
+    return 0
+
+
+def find_run_dir(path: str) -> Path:
+    """``path`` itself, or its ``perfkit/`` folder when ``path`` is a logger's version directory.
+
+    >>> find_run_dir("no/such/dir")
+    PosixPath('no/such/dir')
+    """
+    given = Path(path)
+    if not (given / "windows.jsonl").exists() and (given / "perfkit" / "windows.jsonl").exists():
+        return given / "perfkit"
+    return given
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"perfkit {__version__}"
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=_positive_int, default=10, metavar="N", help="rows per table (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -116,4 +175,6 @@ _COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_analyze,
     _add_diff,
     _add_report,
+    _add_summary,
+    _add_compare,
 )

@@ -1,11 +1,38 @@
-"""Findings: what a run's windows or a profiler trace say in plain words, each rule a small function.
+"""Findings: what a run's windows or a profiler trace say in plain words, each rule a small object.
 
-run_findings(read_run("runs/exp1"))         # the run's findings, most important first
-find_bottlenecks(analyze_trace("t.json"))   # a trace's findings
+    d = diagnose(read_run("runs/exp1"))         # verdicts, most important first
+    print(d.top.line)
+    find_bottlenecks(analyze_trace("t.json"))   # a trace's findings
+
+Verdict kinds, the rules behind them and their thresholds: docs/diagnosis.md.
 """
 
+from ._case import Case
+from ._compare import Comparison, PartChange, compare_runs
+from ._diagnose import diagnose, diagnose_windows, judge
 from ._finding import Finding
-from ._run import run_findings
+from ._rules import RULES, Rule
+from ._store import write_diagnosis
 from ._trace import find_bottlenecks
+from ._verdict import KINDS, Abstention, Diagnosis, StageSummary, Verdict, severity
 
-__all__ = ["Finding", "find_bottlenecks", "run_findings"]
+__all__ = [
+    "KINDS",
+    "RULES",
+    "Abstention",
+    "Case",
+    "Comparison",
+    "Diagnosis",
+    "Finding",
+    "PartChange",
+    "Rule",
+    "StageSummary",
+    "Verdict",
+    "compare_runs",
+    "diagnose",
+    "diagnose_windows",
+    "find_bottlenecks",
+    "judge",
+    "severity",
+    "write_diagnosis",
+]

@@ -9,10 +9,13 @@
 from .._units import format_seconds
 from ._page import render_html, write_html_report
 from ._summary import series_line, summary_text
+from ._text import comparison_text, diagnosis_text
 from ._upload import attach_report_to_wandb, log_report_to_mlflow
 
 __all__ = [
     "attach_report_to_wandb",
+    "comparison_text",
+    "diagnosis_text",
     "format_seconds",
     "log_report_to_mlflow",
     "render_html",

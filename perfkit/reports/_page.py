@@ -18,7 +18,7 @@ from pathlib import Path
 from .._report import HEAD, tree_rows
 from .._snapshot import Snapshot
 from .._units import format_seconds
-from ..findings import run_findings
+from ..findings import Diagnosis, diagnose
 from ..names import stage_label
 from ..run import RunData, RunWindow, read_run
 from ._html import e, none, plot_or, table
@@ -35,10 +35,11 @@ th:first-child, td:first-child { text-align: left; }
 td.tree { font-family: "DejaVu Sans Mono", monospace; white-space: pre; }
 ul.findings li { margin: .4em 0; } .problems { background: #fff4e5; border-left: 4px solid #f0a020;
 padding: .4em 1em; } .none { color: #777; font-style: italic; } nav a { margin-right: 1em; }
+.headline { font-size: 1.15em; background: #eef4ff; border-left: 4px solid #1f77b4; padding: .5em 1em; }
 """
 
 SECTIONS = {
-    "findings": "Findings",
+    "findings": "Verdicts",
     "steps": "Step times",
     "time": "Where the time goes",
     "memory": "Memory",
@@ -74,8 +75,9 @@ def render_html(run: RunData, *, link_base: Path) -> str:
     snapshot, problems = _run_snapshot(run)
     windows = sorted(run.windows, key=lambda w: w.start_ns)  # Lightning ends validation first
     memory = plots.memory_svg(snapshot, windows) if snapshot is not None else None
+    diagnosis = diagnose(run)
     bodies = {
-        "findings": _findings(run, problems),
+        "findings": _findings(diagnosis, problems),
         "steps": plot_or(plots.steps_svg(windows), "no step times recorded"),
         "time": _time(windows, plots.time_split_svg(windows), plots.workers_svg(windows)),
         "memory": plot_or(memory, "no memory samples: a perfkit.ResourceSampler records them"),
@@ -91,7 +93,8 @@ def render_html(run: RunData, *, link_base: Path) -> str:
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>perfkit report: {e(run.path.name)}</title><style>{CSS}</style></head>\n"
-        f"<body><h1>perfkit report</h1><p>{e(_run_line(run, windows))}</p><nav>{nav}</nav>\n"
+        f"<body><h1>perfkit report</h1>{_headline(diagnosis)}<p>{e(_run_line(run, windows))}</p>"
+        f"<nav>{nav}</nav>\n"
         f"{sections}</body></html>\n"
     )
 
@@ -114,12 +117,30 @@ def _run_line(run: RunData, windows: Sequence[RunWindow]) -> str:
     return f"{run.path} · {len(run.windows)} windows ({stages or 'none'}) · written by perfkit {version}"
 
 
-def _findings(run: RunData, problems: Sequence[str]) -> str:
-    found = run_findings(run)
-    items = "".join(f"<li>{e(f.message)}</li>" for f in found) or "<li>no window finished</li>"
-    if len(found) == 1:
-        items += "<li>nothing else stands out: no threshold of perfkit's rules was crossed</li>"
-    out = f'<ul class="findings">{items}</ul>'
+def _headline(diagnosis: Diagnosis) -> str:
+    """The page's first line: the verdict that explains the most time, and what to do."""
+    top = diagnosis.top
+    if top is None:
+        return '<p class="headline">Nothing stands out: no rule of perfkit crossed its threshold.</p>'
+    return (
+        f'<p class="headline"><strong>{e(top.kind)}</strong> · {top.run_share:.0%} of the run: '
+        f"{e(top.message)}. <em>{e(top.action)}</em></p>"
+    )
+
+
+def _findings(diagnosis: Diagnosis, problems: Sequence[str]) -> str:
+    rows = [
+        [f"{i}", v.kind, f"{v.stage} {v.epoch}", f"{v.share:.0%}", f"{v.run_share:.0%}", v.message, v.action]
+        for i, v in enumerate(diagnosis.verdicts, 1)
+    ]
+    out = (
+        table(["#", "verdict", "stage epoch", "of the epoch", "of the run", "why", "what to do"], rows)
+        if rows
+        else none("no verdict: no rule of perfkit crossed its threshold")
+    )
+    if diagnosis.abstentions:
+        said = "; ".join(f"{a.rule} ({a.stage}): no {a.missing}" for a in diagnosis.abstentions)
+        out += none(f"rules that could not judge: {said}")
     if problems:
         missing = "".join(f"<li>{e(p)}</li>" for p in problems)
         out = f'<div class="problems"><strong>Missing from this run</strong><ul>{missing}</ul></div>' + out

@@ -11,12 +11,16 @@ from collections.abc import Mapping
 
 from .._snapshot import Snapshot
 from .._units import format_seconds
+from ..findings import Verdict
 from ..names import is_stage_series
 from ..stages import PARTS, StageWindow, stage_prefix
 
 
-def summary_text(window: StageWindow, metrics: Mapping[str, float], *, prefix: str = "perf") -> str:
-    """A few lines saying where the epoch's time went, from the same numbers that were logged."""
+def summary_text(
+    window: StageWindow, metrics: Mapping[str, float], *, prefix: str = "perf", verdict: Verdict | None = None
+) -> str:
+    """A few lines saying where the epoch's time went, from the same numbers that were logged;
+    ``verdict`` (the epoch's top verdict) comes right after the first line."""
     p = stage_prefix(window.stage, prefix)
     steps = int(metrics.get(f"{p}/steps", 0))
     head = f"[perfkit] {window.stage} epoch {window.epoch}: {steps} steps in {format_seconds(window.wall_s)}"
@@ -25,7 +29,10 @@ def summary_text(window: StageWindow, metrics: Mapping[str, float], *, prefix: s
     ratio = metrics.get(f"{p}/time_per_sample_vs_train_ratio")
     if ratio is not None:
         head += f" ({ratio:.1f}x training's time per sample)"
-    lines = [head, "  time     " + _account_line(window)]
+    lines = [head]
+    if verdict is not None:
+        lines.append(f"  verdict  {verdict.kind} ({verdict.share:.0%}): {verdict.message}. {verdict.action}")
+    lines.append("  time     " + _account_line(window))
     if steps:
         lines.append(
             "  step     "

@@ -16,10 +16,11 @@ from typing import Any
 from lightning.pytorch import LightningModule, Trainer
 
 import perfkit
+from perfkit.findings import Case, Verdict, judge, write_diagnosis
 from perfkit.names import STAGES
 from perfkit.reports import summary_text
 from perfkit.sinks import Sink, SinkFanout, check_sinks
-from perfkit.stages import StageWindow, stage_metrics
+from perfkit.stages import StageWindow, cores_for_workers, stage_metrics
 
 from ._base import PerfkitCallback
 from ._console import say
@@ -97,6 +98,8 @@ class PerfMonitor(PerfkitCallback):
         """The last metrics of each stage (merged over ranks, on every rank)."""
         self._fanout: SinkFanout | None = None
         self._trainer: Trainer | None = None
+        self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
+        self._train: StageWindow | None = None
 
     def wants_resources(self) -> bool:
         return self.sample_resources
@@ -112,7 +115,12 @@ class PerfMonitor(PerfkitCallback):
 
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
         if not failed and self.save_run and trainer.is_global_zero:
-            driver.writer(self.run_path(driver), self.prefix).finish(driver.registry.snapshot())
+            path = self.run_path(driver)
+            driver.writer(path, self.prefix).finish(driver.registry.snapshot())
+            diagnosis = write_diagnosis(path)  # verdicts.json, ranked over the whole run
+            if diagnosis is not None and diagnosis.top is not None and self.console:
+                ranked = [f"  {i}. {v.line}" for i, v in enumerate(diagnosis.verdicts[:3], 1)]
+                say("\n".join([f"[perfkit] {diagnosis.top.line}", *ranked, f"  (perfkit summary {path})"]))
         for sink in self.sinks:
             _close(sink)
         self._fanout = None
@@ -131,12 +139,24 @@ class PerfMonitor(PerfkitCallback):
         metrics = stage_metrics(window, prefix=self.prefix, user_series=self.user_series)
         self.last_metrics[stage] = metrics
         trainer = self._trainer
+        top = self._top_verdict(window) if self.console else None
+        history = self._history.setdefault(stage, [])
+        if len(history) < 2:  # regressions compare with the second epoch, memory with the first
+            history.append(window)
+        if stage == "train":
+            self._train = window
         if trainer is None or not trainer.is_global_zero:
             return
         if self._fanout is not None:
             self._fanout.emit(window, metrics, log_step(trainer, stage))
         if self.console:
-            say(summary_text(window, metrics, prefix=self.prefix))
+            say(summary_text(window, metrics, prefix=self.prefix, verdict=top))
+
+    def _top_verdict(self, window: StageWindow) -> Verdict | None:
+        history = tuple(self._history.get(window.stage, ()))
+        case = Case(window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s)
+        verdicts, _ = judge(case)
+        return verdicts[0] if verdicts else None
 
 
 def check_stages(stages: Iterable[str]) -> tuple[str, ...]:

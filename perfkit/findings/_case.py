@@ -1,0 +1,167 @@
+"""What a rule reads about one stage epoch: the window, its stage's earlier epochs, training's window.
+
+The helpers turn a snapshot into the few facts the rules argue from: the user's sections run
+in the main process (with their self time), what the DataLoader workers spent each batch on,
+and the loop's own time per batch. They read perfkit's series by the names ``perfkit.names``
+gives them, never by spelling them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._snapshot import Snapshot
+from ..names import FETCH, WAIT, fetch_series, is_stage_series, step_series, wait_series
+from ..stages import StageWindow, worker_count
+from ._verdict import Abstention, Verdict, severity
+
+
+@dataclass(frozen=True)
+class Case:
+    """One stage epoch to judge, with what the rules compare it to."""
+
+    window: StageWindow
+    history: tuple[StageWindow, ...]  # the same stage's earlier epochs, oldest first
+    train: StageWindow | None  # the training window an evaluation stage is compared with
+    cores: int  # cores the workers may use (the loop keeps one)
+    stage_wall_s: float  # the stage's wall time over the whole run
+    run_wall_s: float  # the whole run's measured wall time
+
+    @property
+    def stage(self) -> str:
+        return self.window.stage
+
+    @property
+    def wall_s(self) -> float:
+        return self.window.wall_s
+
+    @property
+    def steps(self) -> int:
+        step = self.window.snapshot.get(step_series(self.window.stage))
+        return step.count if step is not None else 0
+
+    def fraction(self, part: str) -> float:
+        return self.window.account.fraction(part)
+
+    def verdict(
+        self,
+        kind: str,
+        share: float,
+        message: str,
+        action: str,
+        *,
+        subject: str | None = None,
+        evidence: dict[str, float] | None = None,
+    ) -> Verdict:
+        """A verdict on this epoch; its run share weighs ``share`` by the stage's part of the run."""
+        share = max(0.0, min(1.0, share))
+        weight = self.stage_wall_s / self.run_wall_s if self.run_wall_s > 0 else 1.0
+        return Verdict(
+            kind=kind,
+            stage=self.stage,
+            epoch=self.window.epoch,
+            subject=subject,
+            share=share,
+            run_share=share * weight,
+            severity=severity(share),
+            message=message,
+            evidence=evidence or {},
+            action=action,
+        )
+
+    def abstain(self, rule: str, missing: str) -> Abstention:
+        return Abstention(rule, self.stage, self.window.epoch, missing)
+
+
+@dataclass(frozen=True)
+class SectionTime:
+    """A user's section in the main process: where it is, and its own time (its children taken out)."""
+
+    path: tuple[str, ...]
+    self_s: float
+    total_s: float
+    count: int
+
+    @property
+    def name(self) -> str:
+        return self.path[-1]
+
+
+def main_sections(snap: Snapshot) -> list[SectionTime]:
+    """The user's sections run by the loop itself, largest self time first.
+
+    Work done in DataLoader workers (under a ``.data.fetch`` node) and work done inside the
+    wait for a batch (a loader without workers: under ``.data.wait``) is data loading, not a
+    section of the loop; perfkit's own series are left out.
+    """
+    tree = snap.tree
+    children: dict[tuple[str, ...], int] = {}
+    for path, totals in tree.items():
+        if len(path) > 1:
+            children[path[:-1]] = children.get(path[:-1], 0) + totals.total_ns
+    out = []
+    for path, totals in tree.items():
+        if is_stage_series(path[-1]) or any(p.endswith((FETCH, WAIT)) for p in path[:-1]):
+            continue
+        own = max(0, totals.total_ns - children.get(path, 0))
+        out.append(SectionTime(path, own / 1e9, totals.total_ns / 1e9, totals.count))
+    return sorted(out, key=lambda s: -s.self_s)
+
+
+@dataclass(frozen=True)
+class Workers:
+    """What the DataLoader workers of a loader did in a window."""
+
+    count: int
+    batches: int
+    batch_s: float  # mean time a worker spent on one batch
+    top_section: SectionTime | None  # the worker-side section with the most self time
+
+    def busy_fraction(self, wall_s: float) -> float:
+        """The workers' time spent making batches, against their available time (workers x wall)."""
+        return self.batch_s * self.batches / (self.count * wall_s) if self.count and wall_s > 0 else 0.0
+
+
+def workers(snap: Snapshot, loader: str) -> Workers | None:
+    """The workers' side of ``loader`` (None when the loader ran no instrumented worker)."""
+    fetch = snap.get(fetch_series(loader))
+    count = worker_count(snap, fetch_series(loader)) if fetch is not None else 0
+    if fetch is None or not count:
+        return None
+    tree = snap.tree
+    prefix = (fetch_series(loader),)
+    inside = {p: t for p, t in tree.items() if p[:1] == prefix and len(p) > 1}
+    kids: dict[tuple[str, ...], int] = {}
+    for path, totals in inside.items():
+        if len(path) > 2:
+            kids[path[:-1]] = kids.get(path[:-1], 0) + totals.total_ns
+    sections = [
+        SectionTime(p, max(0, t.total_ns - kids.get(p, 0)) / 1e9, t.total_ns / 1e9, t.count)
+        for p, t in inside.items()
+    ]
+    top = max(sections, key=lambda s: s.self_s, default=None)
+    return Workers(count, fetch.count, fetch.mean_s, top)
+
+
+def loop_s_per_batch(case: Case) -> float | None:
+    """How often the loop asks for a batch when it need not wait: all but the wait, per step."""
+    steps = case.steps / max(1, len(case.window.ranks))
+    if not steps:
+        return None
+    a = case.window.account
+    return max(0.0, a.wall_s - a.seconds("data_wait")) / steps
+
+
+def boundary(case: Case) -> tuple[float, float]:
+    """What starting the epoch cost: ``iter()`` on the loader, and how much longer the first batch
+    took than the others (a first batch no slower than the rest costs nothing extra)."""
+    subjects = case.window.account.subjects.get("data_wait", {})
+    started, first, rest = (
+        subjects.get("iter", 0.0),
+        subjects.get("first_batch", 0.0),
+        subjects.get("batches", 0.0),
+    )
+    wait = case.window.snapshot.get(wait_series(case.window.loader_name))
+    others = (wait.count - 1) if wait is not None else 0
+    typical = rest / others if others > 0 else 0.0
+    return started, max(0.0, first - typical)

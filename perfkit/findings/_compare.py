@@ -1,0 +1,166 @@
+"""Two runs compared: per stage, how each part of the account changed, beyond the runs' own noise.
+
+Each stage is compared per step (``part seconds / steps`` of each epoch past the first when a
+run has several), so runs of different lengths compare. A change counts when it is larger than
+its noise band: two standard errors of the difference, from the epoch-to-epoch spread of each
+run, and never less than 2% of the stage's time per step (a single epoch has no spread to go
+by). The verdict line says IMPROVEMENT, REGRESSION or NO CHANGE, with the part that explains it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..run import RunData
+from ..stages import PARTS, StageWindow
+from ._diagnose import diagnose
+from ._verdict import Verdict
+
+NOISE_FLOOR = 0.02
+"""The smallest change of a part that counts, as a fraction of the stage's time per step."""
+
+
+@dataclass(frozen=True)
+class PartChange:
+    """One part of one stage's account, per step, in two runs."""
+
+    stage: str
+    part: str
+    before_s: float
+    after_s: float
+    noise_s: float
+
+    @property
+    def change_s(self) -> float:
+        return self.after_s - self.before_s
+
+    @property
+    def significant(self) -> bool:
+        return abs(self.change_s) > self.noise_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "part": self.part,
+            "before_s_per_step": self.before_s,
+            "after_s_per_step": self.after_s,
+            "change_s_per_step": self.change_s,
+            "noise_s_per_step": self.noise_s,
+            "significant": self.significant,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Run B against run A: part changes, verdicts that appeared or went, and one conclusion."""
+
+    before: str
+    after: str
+    changes: tuple[PartChange, ...]
+    appeared: tuple[Verdict, ...]
+    gone: tuple[Verdict, ...]
+    conclusion: str  # IMPROVEMENT, REGRESSION or NO CHANGE
+    because: PartChange | None
+
+    @property
+    def line(self) -> str:
+        if self.because is None:
+            return f"{self.conclusion}: no part of any stage changed beyond its noise"
+        c = self.because
+        verb = "saved" if c.change_s < 0 else "added"
+        return (
+            f"{self.conclusion}: {c.stage}'s {c.part.replace('_', ' ')} {verb} "
+            f"{abs(c.change_s) * 1e3:.2f} ms per step ({c.before_s * 1e3:.2f} -> {c.after_s * 1e3:.2f} ms, "
+            f"noise band {c.noise_s * 1e3:.2f} ms)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "before": self.before,
+            "after": self.after,
+            "conclusion": self.conclusion,
+            "because": None if self.because is None else self.because.to_dict(),
+            "line": self.line,
+            "changes": [c.to_dict() for c in self.changes],
+            "appeared": [v.to_dict() for v in self.appeared],
+            "gone": [v.to_dict() for v in self.gone],
+        }
+
+
+def compare_runs(before: RunData, after: RunData) -> Comparison:
+    """Compare run ``after`` with run ``before`` (two run directories read by ``read_run``)."""
+    a, b = _by_stage(before), _by_stage(after)
+    changes = [c for stage in a if stage in b for c in _stage_changes(stage, a[stage], b[stage])]
+    da, db = diagnose(before), diagnose(after)
+    keys_a = {_key(v) for v in da.verdicts}
+    keys_b = {_key(v) for v in db.verdicts}
+    significant = [c for c in changes if c.significant]
+    totals = [c for c in significant if c.part == "wall"]
+    parts = [c for c in significant if c.part != "wall"]
+    because = max(parts, key=lambda c: abs(c.change_s), default=None)
+    if not totals:
+        conclusion = "NO CHANGE"
+    else:
+        conclusion = "IMPROVEMENT" if sum(c.change_s for c in totals) < 0 else "REGRESSION"
+        if because is not None and (because.change_s < 0) != (conclusion == "IMPROVEMENT"):
+            same_way = [c for c in parts if (c.change_s < 0) == (conclusion == "IMPROVEMENT")]
+            because = max(same_way, key=lambda c: abs(c.change_s), default=None)
+    return Comparison(
+        before=str(before.path),
+        after=str(after.path),
+        changes=tuple(changes),
+        appeared=tuple(v for v in db.verdicts if _key(v) not in keys_a),
+        gone=tuple(v for v in da.verdicts if _key(v) not in keys_b),
+        conclusion=conclusion,
+        because=because if conclusion != "NO CHANGE" else None,
+    )
+
+
+def _key(v: Verdict) -> tuple[str, str, str | None]:
+    return (v.kind, v.stage, v.subject)
+
+
+def _by_stage(run: RunData) -> dict[str, list[StageWindow]]:
+    out: dict[str, list[StageWindow]] = {}
+    for w in sorted(run.windows, key=lambda w: w.start_ns):
+        if w.stage != "sanity":
+            out.setdefault(w.stage, []).append(w.window)
+    return out
+
+
+def _per_step(windows: Sequence[StageWindow], part: str) -> list[float]:
+    settled = windows[1:] if len(windows) > 1 else windows  # the first epoch warms up
+    out = []
+    for w in settled:
+        steps = _steps(w)
+        if steps:
+            out.append((w.wall_s if part == "wall" else w.account.seconds(part)) / steps)
+    return out
+
+
+def _steps(w: StageWindow) -> int:
+    step = w.snapshot.get(f"{w.stage}.step")
+    return step.count // max(1, len(w.ranks)) if step is not None else 0
+
+
+def _stage_changes(stage: str, a: list[StageWindow], b: list[StageWindow]) -> list[PartChange]:
+    wall_a = _per_step(a, "wall")
+    if not wall_a or not _per_step(b, "wall"):
+        return []
+    floor = NOISE_FLOOR * statistics.fmean(wall_a)
+    out = []
+    for part in ("wall", *PARTS):
+        xa, xb = _per_step(a, part), _per_step(b, part)
+        spread = math.sqrt(_var(xa) / len(xa) + _var(xb) / len(xb))
+        out.append(
+            PartChange(stage, part, statistics.fmean(xa), statistics.fmean(xb), max(2 * spread, floor))
+        )
+    return out
+
+
+def _var(xs: list[float]) -> float:
+    return statistics.variance(xs) if len(xs) > 1 else 0.0

@@ -1,0 +1,116 @@
+"""A diagnosis: every rule on every stage of a run, the verdicts ranked by the time they explain.
+
+Each stage is judged on its last epoch (past the first epoch's warm-up when there are
+several), against its own earlier epochs and, for evaluation stages, the last training
+window. Verdicts are ranked by ``run_share``: the share of the run's measured time they
+explain.
+
+    d = diagnose(read_run("lightning_logs/version_0/perfkit"))
+    d.top.line          # 'INPUT_BOUND (61% of val epoch 1): ...'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..names import STAGES
+from ..run import RunData
+from ..stages import PARTS, StageWindow, cores_for_workers
+from ._case import Case
+from ._rules import RULES, Rule
+from ._verdict import Abstention, Diagnosis, StageSummary, Verdict
+
+
+def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule] = RULES) -> Diagnosis:
+    """Judge every stage of ``run`` (a run directory read by ``perfkit.run.read_run``)."""
+    return diagnose_windows(
+        [w.window for w in sorted(run.windows, key=lambda w: w.start_ns)],
+        cores=cores,
+        rules=rules,
+        lost=_lost(run),
+    )
+
+
+def diagnose_windows(
+    windows: Iterable[StageWindow],
+    *,
+    cores: int | None = None,
+    rules: Sequence[Rule] = RULES,
+    lost: dict[str, float] | None = None,
+) -> Diagnosis:
+    """Judge the stage windows of a run, given oldest first."""
+    by_stage: dict[str, list[StageWindow]] = {}
+    for w in windows:
+        if w.stage != "sanity":
+            by_stage.setdefault(w.stage, []).append(w)
+    walls = {stage: sum(w.wall_s for w in ws) for stage, ws in by_stage.items()}
+    run_wall = sum(walls.values())
+    train = by_stage.get("train", [])
+    verdicts: list[Verdict] = []
+    abstained: list[Abstention] = []
+    for stage in _ordered(by_stage):
+        ws = by_stage[stage]
+        case = Case(
+            ws[-1],
+            tuple(ws[:-1]),
+            train[-1] if train else None,
+            cores or cores_for_workers(),
+            walls[stage],
+            run_wall,
+        )
+        found, missing = judge(case, rules)
+        verdicts += found
+        abstained += missing
+    verdicts.sort(key=lambda v: (-v.run_share, v.kind))
+    return Diagnosis(
+        verdicts=tuple(verdicts),
+        abstentions=tuple(abstained),
+        stages=tuple(_summary(stage, by_stage[stage]) for stage in _ordered(by_stage)),
+        memory_peaks_mb=_memory(w for ws in by_stage.values() for w in ws),
+        lost=lost or {},
+    )
+
+
+def judge(case: Case, rules: Sequence[Rule] = RULES) -> tuple[list[Verdict], list[Abstention]]:
+    """Every rule on one stage epoch: its verdicts (largest share first) and its abstentions."""
+    found: list[Verdict] = []
+    missing: list[Abstention] = []
+    for rule in rules:
+        outcome = rule.judge(case)
+        if isinstance(outcome, Verdict):
+            found.append(outcome)
+        elif isinstance(outcome, Abstention):
+            missing.append(outcome)
+    return sorted(found, key=lambda v: -v.share), missing
+
+
+def _ordered(by_stage: dict[str, list[StageWindow]]) -> list[str]:
+    return sorted(by_stage, key=lambda s: (STAGES.index(s) if s in STAGES else len(STAGES), s))
+
+
+def _summary(stage: str, windows: list[StageWindow]) -> StageSummary:
+    last = windows[-1]
+    a = last.account
+    return StageSummary(
+        stage=stage,
+        epochs=len(windows),
+        wall_s=sum(w.wall_s for w in windows),
+        last_epoch=last.epoch,
+        account={p: a.seconds(p) for p in PARTS},
+        account_fractions={p: a.fraction(p) for p in PARTS},
+        subjects={k: dict(v) for k, v in a.subjects.items() if v},
+    )
+
+
+def _memory(windows: Iterable[StageWindow]) -> dict[str, float]:
+    peaks: dict[str, float] = {}
+    for w in windows:
+        for name, g in w.snapshot.gauges.items():
+            if name.endswith("_mb"):
+                peaks[name] = max(peaks.get(name, 0.0), g.max)
+    return peaks
+
+
+def _lost(run: RunData) -> dict[str, float]:
+    dropped = sum(w.snapshot.dropped_in_transfer for w in run.windows)
+    return {"worker_records_dropped": float(dropped)} if dropped else {}

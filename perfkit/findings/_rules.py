@@ -1,0 +1,353 @@
+"""The rules that judge a stage epoch, one small object each; ``RULES`` is the list a diagnosis walks.
+
+Each rule has a name (the verdict kind it gives), the signals it reads, a threshold with the
+reason for it (docs/diagnosis.md lists them), and a ``judge`` function that returns a
+``Verdict``, an ``Abstention`` (a signal it needs is missing) or None (nothing to say).
+Adding a rule is adding an entry to ``RULES``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._units import format_seconds
+from ..names import stage_label, step_series, wait_series
+from ..stages import PARTS, StageWindow, workers_needed
+from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
+from ._verdict import Abstention, Verdict
+
+Outcome = Verdict | Abstention | None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule: ``judge(case)`` gives a verdict when ``threshold`` is crossed."""
+
+    kind: str
+    reads: tuple[str, ...]
+    threshold: float
+    why: str
+    judge: Callable[[Case], Outcome]
+
+
+def _ms(seconds: float) -> str:
+    return format_seconds(seconds)
+
+
+# ---- data -------------------------------------------------------------------------------------
+
+INPUT_MIN = 0.10
+
+
+def input_bound(case: Case) -> Outcome:
+    a = case.window.account
+    if not a.seconds("data_wait") and wait_series(case.window.loader_name) not in case.window.snapshot:
+        return case.abstain(
+            "INPUT_BOUND", f"{wait_series(case.window.loader_name)} (the loader was not timed)"
+        )
+    started, first_extra = boundary(case)
+    waiting = max(
+        0.0, a.seconds("data_wait") - started - first_extra
+    )  # the epoch's start is EPOCH_BOUNDARY's
+    share = waiting / case.wall_s if case.wall_s > 0 else 0.0
+    if share < INPUT_MIN:
+        return None
+    stage, loader = case.stage, case.window.loader_name
+    evidence = {"data_wait_fraction": share, "data_wait_s": waiting}
+    message = f"{stage_label(stage)} waits for its data loader {share:.0%} of the epoch"
+    w = workers(case.window.snapshot, loader)
+    loop_s = loop_s_per_batch(case)
+    if w is None:
+        action = (
+            "the batches are made in this process (no DataLoader workers, or the loader is not "
+            "instrumented): give the DataLoader num_workers > 0"
+        )
+        return case.verdict("INPUT_BOUND", share, message, action, subject=loader, evidence=evidence)
+    evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
+    message += f"; each batch takes {_ms(w.batch_s)} in a worker"
+    if w.top_section is not None and w.top_section.self_s > 0:
+        share_of_batch = w.top_section.self_s / (w.batch_s * w.batches) if w.batch_s > 0 else 0.0
+        message += f", {share_of_batch:.0%} of it in {w.top_section.name}"
+        evidence["top_worker_section_fraction"] = share_of_batch
+    needed = workers_needed(w.batch_s, loop_s) if loop_s else None
+    if needed is None:
+        action = "make each batch cheaper to produce"
+    elif needed <= w.count:
+        action = (
+            f"{w.count} workers should keep up ({needed} needed at {_ms(w.batch_s)} a batch against "
+            f"{_ms(loop_s or 0)} of loop time): the wait comes from elsewhere (moving batches between "
+            "processes, pinning memory)"
+        )
+    elif needed <= case.cores:
+        evidence["workers_needed"] = float(needed)
+        action = f"raise num_workers from {w.count} to {needed}"
+    else:
+        evidence["workers_needed"] = float(needed)
+        section = f" ({w.top_section.name})" if w.top_section is not None else ""
+        action = (
+            f"{needed} workers would be needed but only {case.cores} core(s) are free for workers: the "
+            f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
+        )
+    return case.verdict("INPUT_BOUND", share, message, action, subject=loader, evidence=evidence)
+
+
+BOUNDARY_MIN = 0.05
+
+
+def epoch_boundary(case: Case) -> Outcome:
+    if "data_wait" not in case.window.account.subjects:
+        return case.abstain("EPOCH_BOUNDARY", "the account's data wait")
+    started, first = boundary(case)
+    share = (started + first) / case.wall_s if case.wall_s > 0 else 0.0
+    if share < BOUNDARY_MIN:
+        return None
+    message = (
+        f"the start of each {stage_label(case.stage)} epoch costs {share:.0%}: {_ms(started)} to start "
+        f"the loader (iter(), worker start-up) and {_ms(first)} more for the first batch than for the others"
+    )
+    if started >= first:
+        action = "keep the workers between epochs (persistent_workers=True) and make worker_init_fn cheaper"
+    else:
+        action = "the first batch is slow: prefetch it (prefetch_factor) or make the first access cheaper"
+    evidence = {"loader_iter_s": started, "first_batch_extra_s": first}
+    return case.verdict(
+        "EPOCH_BOUNDARY", share, message, action, subject=case.window.loader_name, evidence=evidence
+    )
+
+
+SETUP_MIN = 0.10
+
+
+def loader_setup(case: Case) -> Outcome:
+    setups = case.window.account.subjects.get("loader_setup", {})
+    share = sum(setups.values()) / case.wall_s if case.wall_s > 0 else 0.0
+    if share < SETUP_MIN:
+        return None
+    stage, seconds = max(setups.items(), key=lambda kv: kv[1])
+    message = f"building the {stage_label(stage)} loaders takes {share:.0%} of the epoch ({_ms(seconds)})"
+    action = (
+        f"build the {stage} dataset once, outside the *_dataloader() hook, or stop reloading it each epoch"
+    )
+    return case.verdict(
+        "LOADER_SETUP", share, message, action, subject=stage, evidence={"loader_setup_s": seconds}
+    )
+
+
+# ---- compute ------------------------------------------------------------------------------------
+
+COMPUTE_MIN = 0.50
+SECTION_MIN = 0.10
+
+
+def compute_bound(case: Case) -> Outcome:
+    if step_series(case.stage) not in case.window.snapshot:
+        return case.abstain("COMPUTE_BOUND", f"{step_series(case.stage)} (no step was timed)")
+    share = case.fraction("step")
+    if share < COMPUTE_MIN:
+        return None
+    sections = [s for s in main_sections(case.window.snapshot) if s.self_s / case.wall_s >= SECTION_MIN]
+    if sections and sections[0].self_s >= 0.5 * case.window.account.seconds("step"):
+        return None  # one section explains the step: SLOW_SECTION names it
+    message = f"the step's own compute is {share:.0%} of the {stage_label(case.stage)} epoch"
+    action = (
+        "the loop is compute-bound: speed up the model (mixed precision, a larger batch, torch.compile) "
+        "or time its parts with perfkit.section to see which one"
+    )
+    return case.verdict("COMPUTE_BOUND", share, message, action, evidence={"step_fraction": share})
+
+
+def slow_section(case: Case) -> Outcome:
+    sections = main_sections(case.window.snapshot)
+    if not sections:
+        return None
+    top = sections[0]
+    share = top.self_s / case.wall_s if case.wall_s > 0 else 0.0
+    if share < SECTION_MIN:
+        return None
+    where = " > ".join(top.path)
+    message = (
+        f"section {where} takes {share:.0%} of the {stage_label(case.stage)} epoch "
+        f"({_ms(top.self_s)} of its own time over {top.count} calls)"
+    )
+    action = f"make {top.name} cheaper: it is the largest part of the loop you timed"
+    evidence = {"self_s": top.self_s, "calls": float(top.count)}
+    return case.verdict("SLOW_SECTION", share, message, action, subject=where, evidence=evidence)
+
+
+# ---- other components -------------------------------------------------------------------------
+
+CALLBACK_MIN = 0.05
+
+
+def callback_overhead(case: Case) -> Outcome:
+    owners = case.window.account.subjects.get("callbacks", {})
+    if not owners:
+        return None
+    owner, seconds = max(owners.items(), key=lambda kv: kv[1])
+    share = seconds / case.wall_s if case.wall_s > 0 else 0.0
+    if share < CALLBACK_MIN:
+        return None
+    message = f"callback {owner} takes {share:.0%} of the {stage_label(case.stage)} epoch in its hooks"
+    action = f"make {owner}'s hooks cheaper or run them less often (every N steps, at epoch end)"
+    return case.verdict(
+        "CALLBACK_OVERHEAD", share, message, action, subject=owner, evidence={"hook_s": seconds}
+    )
+
+
+# ---- stages against each other ------------------------------------------------------------------
+
+EVAL_MIN_RATIO = 1.5
+
+
+def eval_slower_than_train(case: Case) -> Outcome:
+    if case.stage == "train":
+        return None
+    w, t = case.window, case.train
+    if t is None or not t.samples or not w.samples:
+        return case.abstain("EVAL_SLOWER_THAN_TRAIN", "a training window with samples to compare with")
+    mine, theirs = w.wall_s / w.samples, t.wall_s / t.samples
+    ratio = mine / theirs if theirs > 0 else math.inf
+    if ratio < EVAL_MIN_RATIO:
+        return None
+    part, extra = _explaining_part(w, t, w.samples, t.samples)
+    message = (
+        f"{stage_label(w.stage)} takes {ratio:.1f}x training's time per sample "
+        f"({_ms(mine)} against {_ms(theirs)}); {part} explains most of the difference "
+        f"({_ms(extra)} more per sample)"
+    )
+    action = {
+        "data wait": "its data loading is the difference: give its loader more workers or a cheaper collate",
+        "step": "its step is the difference: look at the sections inside the evaluation step",
+        "callbacks": "other callbacks' hooks are the difference",
+        "loader setup": "building its loaders is the difference: build them once",
+        "other": "the difference is outside the measured parts (the framework's loop, logging)",
+    }.get(part.split(" (")[0], f"make {part} cheaper")
+    share = 1 - 1 / ratio
+    evidence = {"time_per_sample_ratio": ratio, "s_per_sample": mine, "train_s_per_sample": theirs}
+    return case.verdict("EVAL_SLOWER_THAN_TRAIN", share, message, action, subject=part, evidence=evidence)
+
+
+def _explaining_part(w: StageWindow, t: StageWindow, n_w: int, n_t: int) -> tuple[str, float]:
+    """The account part (or main-process section) whose time per sample grew most against training's."""
+    best, extra = "other", -math.inf
+    for part in PARTS:
+        grew = w.account.seconds(part) / n_w - t.account.seconds(part) / n_t
+        if grew > extra:
+            best, extra = part.replace("_", " "), grew
+    if best == "step":
+        sections = [s for s in main_sections(w.snapshot) if s.self_s / n_w > 0.5 * extra]
+        if sections:
+            best = f"step ({sections[0].name})"
+    return best, extra
+
+
+STRAGGLER_MIN = 0.10
+
+
+def straggler(case: Case) -> Outcome:
+    ranks = case.window.ranks
+    if len(ranks) < 2:
+        return None
+    # A slow rank shows in its own data wait and step; the others wait for it in collectives, so
+    # their steps converge in training: judge by each rank's wait + step against its own wall.
+    loads = [r.account.seconds("data_wait") + r.account.seconds("step") for r in ranks]
+    walls = [r.wall_s for r in ranks]
+    culprit = max(range(len(ranks)), key=loads.__getitem__)
+    others = sorted(loads[i] for i in range(len(ranks)) if i != culprit)
+    median = others[len(others) // 2]
+    share = (loads[culprit] - median) / walls[culprit] if walls[culprit] > 0 else 0.0
+    if share < STRAGGLER_MIN:
+        return None
+    a = ranks[culprit].account
+    why = "data loading" if a.seconds("data_wait") >= a.seconds("step") else "its steps"
+    victims = ", ".join(str(r.rank) for i, r in enumerate(ranks) if i != culprit)
+    message = (
+        f"rank {ranks[culprit].rank} is the straggler of {stage_label(case.stage)}: {why} take "
+        f"{_ms(loads[culprit] - median)} more than the other ranks', which wait for it (ranks {victims})"
+    )
+    action = (
+        f"make rank {ranks[culprit].rank}'s {why} as fast as the others' (its data, its shard, its device)"
+    )
+    evidence = {f"rank{r.rank}_wait_and_step_s": loads[i] for i, r in enumerate(ranks)}
+    return case.verdict(
+        "STRAGGLER", share, message, action, subject=f"rank {ranks[culprit].rank}", evidence=evidence
+    )
+
+
+# ---- over epochs ------------------------------------------------------------------------------------
+
+REGRESSION_MIN = 0.10
+NOISE_SIGMAS = 3.0
+
+
+def regression(case: Case) -> Outcome:
+    if not case.history:
+        return None
+    # Epoch 0 warms up (compilation, caches, the first worker start): compare with the next one.
+    base = case.history[1] if len(case.history) > 1 else case.history[0]
+    name = step_series(case.stage)
+    before, after = base.snapshot.get(name), case.window.snapshot.get(name)
+    if before is None or after is None or before.count < 2 or after.count < 2:
+        return case.abstain("REGRESSION", f"{name} in two epochs with at least two steps each")
+    grew = after.mean_s - before.mean_s
+    noise = NOISE_SIGMAS * math.sqrt(before.std_s**2 / before.count + after.std_s**2 / after.count)
+    if grew <= noise or grew < REGRESSION_MIN * before.mean_s:
+        return None
+    share = grew * after.count / case.wall_s if case.wall_s > 0 else 0.0
+    message = (
+        f"{stage_label(case.stage)} steps got slower from epoch {base.epoch} to {case.window.epoch}: "
+        f"{_ms(before.mean_s)} -> {_ms(after.mean_s)} a step (noise band {_ms(noise)})"
+    )
+    action = "something grows with the epochs: a cache, a list kept across steps, data that gets harder"
+    evidence = {"step_mean_before_s": before.mean_s, "step_mean_after_s": after.mean_s, "noise_s": noise}
+    return case.verdict("REGRESSION", share, message, action, evidence=evidence)
+
+
+MEMORY_MIN = 0.20
+
+
+def memory_growth(case: Case) -> Outcome:
+    # Memory belongs to the process, not to a stage: judged once, on training's epochs when there are.
+    if not case.history or (case.train is not None and case.stage != "train"):
+        return None
+    gauge = "process.rss_mb"
+    first, last = case.history[0].snapshot.gauges.get(gauge), case.window.snapshot.gauges.get(gauge)
+    if first is None or last is None:
+        return case.abstain("MEMORY_GROWTH", f"{gauge} (no resource sampler)")
+    growth = last.max / first.max - 1 if first.max > 0 else 0.0
+    if growth < MEMORY_MIN:
+        return None
+    message = (
+        f"process memory peak grew {growth:.0%} from {stage_label(case.stage)} epoch "
+        f"{case.history[0].epoch} to {case.window.epoch} ({first.max:,.0f} MB -> {last.max:,.0f} MB)"
+    )
+    action = "something is kept across steps or epochs (outputs, tensors with history, a cache)"
+    return case.verdict("MEMORY_GROWTH", 0.0, message, action, evidence={"rss_peak_growth": growth})
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("INPUT_BOUND", ("data_wait", "worker_batch"), INPUT_MIN,
+         "below a tenth of the epoch, more workers buy little and transfer noise dominates", input_bound),
+    Rule("EPOCH_BOUNDARY", ("loader_iter", "first_batch"), BOUNDARY_MIN,
+         "a twentieth of every epoch spent starting over is worth a persistent worker pool", epoch_boundary),
+    Rule("LOADER_SETUP", ("loader_setup",), SETUP_MIN,
+         "building loaders is one-off work: a tenth of an epoch means it is rebuilt too often", loader_setup),
+    Rule("COMPUTE_BOUND", ("step",), COMPUTE_MIN,
+         "when the step's own compute is most of the epoch, nothing else can win more", compute_bound),
+    Rule("SLOW_SECTION", ("sections",), SECTION_MIN,
+         "a single timed block worth a tenth of the epoch is the first place to look", slow_section),
+    Rule("CALLBACK_OVERHEAD", ("callback hooks",), CALLBACK_MIN,
+         "a callback is meant to watch training: a twentieth of the epoch is a tax", callback_overhead),
+    Rule("EVAL_SLOWER_THAN_TRAIN", ("samples", "training window"), EVAL_MIN_RATIO,
+         "evaluation does less work per sample than training (no backward): 1.5x is past any normal cost",
+         eval_slower_than_train),
+    Rule("STRAGGLER", ("ranks",), STRAGGLER_MIN,
+         "every rank waits for the slowest in each collective: a tenth of an epoch is lost on all of them",
+         straggler),
+    Rule("REGRESSION", ("step",), REGRESSION_MIN,
+         "a change must exceed the steps' own noise (3 standard errors) and a tenth of the step", regression),
+    Rule("MEMORY_GROWTH", ("process.rss_mb",), MEMORY_MIN,
+         "a fifth more memory between epochs of the same work is a leak, not noise", memory_growth),
+)  # fmt: skip
