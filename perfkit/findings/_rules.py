@@ -107,7 +107,9 @@ def epoch_boundary(case: Case) -> Outcome:
         f"the start of each {stage_label(case.stage)} epoch costs {share:.0%}: {_ms(started)} to start "
         f"the loader (iter(), worker start-up) and {_ms(first)} more for the first batch than for the others"
     )
-    if started >= first:
+    w = workers(case.window.snapshot, case.window.loader_name)
+    if started >= first or (w is not None and first > 2 * w.batch_s):
+        # The first batch waited far longer than a worker takes to make one: the workers were starting.
         action = "keep the workers between epochs (persistent_workers=True) and make worker_init_fn cheaper"
     else:
         action = "the first batch is slow: prefetch it (prefetch_factor) or make the first access cheaper"
@@ -250,30 +252,31 @@ def straggler(case: Case) -> Outcome:
     ranks = case.window.ranks
     if len(ranks) < 2:
         return None
-    # A slow rank shows in its own data wait and step; the others wait for it in collectives, so
-    # their steps converge in training: judge by each rank's wait + step against its own wall.
-    loads = [r.account.seconds("data_wait") + r.account.seconds("step") for r in ranks]
-    walls = [r.wall_s for r in ranks]
-    culprit = max(range(len(ranks)), key=loads.__getitem__)
-    others = sorted(loads[i] for i in range(len(ranks)) if i != culprit)
-    median = others[len(others) // 2]
-    share = (loads[culprit] - median) / walls[culprit] if walls[culprit] > 0 else 0.0
-    if share < STRAGGLER_MIN:
+    # A rank slow to get its data makes the others wait for it inside their collectives, which
+    # are inside their steps: so data wait is compared first, and a longer step only counts when
+    # no rank's data explains it (in validation, where there are no collectives, steps differ).
+    for part in ("data_wait", "step"):
+        spent = [r.account.seconds(part) for r in ranks]
+        culprit = max(range(len(ranks)), key=spent.__getitem__)
+        others = sorted(spent[i] for i in range(len(ranks)) if i != culprit)
+        excess = spent[culprit] - others[len(others) // 2]
+        wall = ranks[culprit].wall_s
+        share = excess / wall if wall > 0 else 0.0
+        if share >= STRAGGLER_MIN:
+            break
+    else:
         return None
-    a = ranks[culprit].account
-    why = "data loading" if a.seconds("data_wait") >= a.seconds("step") else "its steps"
-    victims = ", ".join(str(r.rank) for i, r in enumerate(ranks) if i != culprit)
+    rank = ranks[culprit].rank
+    what = "data loading" if part == "data_wait" else "steps"
+    victims = [str(r.rank) for i, r in enumerate(ranks) if i != culprit]
+    waiting = f"rank {victims[0]} waits" if len(victims) == 1 else f"ranks {', '.join(victims)} wait"
     message = (
-        f"rank {ranks[culprit].rank} is the straggler of {stage_label(case.stage)}: {why} take "
-        f"{_ms(loads[culprit] - median)} more than the other ranks', which wait for it (ranks {victims})"
+        f"rank {rank} is the straggler of {stage_label(case.stage)}: its {what} took {_ms(excess)} more "
+        f"than the other ranks' in the epoch, and {waiting} for it"
     )
-    action = (
-        f"make rank {ranks[culprit].rank}'s {why} as fast as the others' (its data, its shard, its device)"
-    )
-    evidence = {f"rank{r.rank}_wait_and_step_s": loads[i] for i, r in enumerate(ranks)}
-    return case.verdict(
-        "STRAGGLER", share, message, action, subject=f"rank {ranks[culprit].rank}", evidence=evidence
-    )
+    action = f"make rank {rank}'s {what} as fast as the others' (its data shard, its files, its device)"
+    evidence = {f"rank{r.rank}_{part}_s": spent[i] for i, r in enumerate(ranks)}
+    return case.verdict("STRAGGLER", share, message, action, subject=f"rank {rank}", evidence=evidence)
 
 
 # ---- over epochs ------------------------------------------------------------------------------------

@@ -1,0 +1,182 @@
+"""Planted bottlenecks: the first verdict names the planted cause, its share is within 10 points of
+the truth the test measures with its own clocks, and no verdict claims a cause that is not there."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightning.pytorch.callbacks import Callback
+from perfkit_lightning import PerfMonitor
+
+from perfkit.findings import Diagnosis, Verdict, diagnose
+from perfkit.run import read_run
+from perfkit.stages import PARTS
+
+from .planted import TRUTH, Plan, fit, plant, slow_collate, slow_init
+
+TOLERANCE = 0.10  # points of share between a verdict and the truth
+DIST_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
+CAUSES = {"INPUT_BOUND", "EPOCH_BOUNDARY", "LOADER_SETUP", "SLOW_SECTION", "CALLBACK_OVERHEAD", "STRAGGLER"}
+
+
+def run(
+    tmp_path: Path, plan: Plan, *, before: list[Callback] = (), after: list[Callback] = (), **trainer: Any
+) -> Diagnosis:  # type: ignore[assignment]
+    monitor = PerfMonitor(sample_resources=False, run_dir=str(tmp_path / "run"), top_k_slowest=0)
+    fit(plan, str(tmp_path), [*before, monitor, *after], **trainer)
+    diagnosis = diagnose(read_run(tmp_path / "run"), cores=8)
+    for window in read_run(tmp_path / "run").windows:  # every account adds up to its wall time
+        a = window.window.account
+        assert sum(a.seconds(p) for p in PARTS) == pytest.approx(window.wall_s, rel=0.02)
+        assert a.overlap_s <= 0.02 * window.wall_s
+    return diagnosis
+
+
+def wait_truth(stage: str) -> tuple[float, float]:
+    """The last epoch's wait for batches past its start, and its start (iter + the first batch's extra)."""
+    waits = TRUTH.inside(TRUTH.waits[stage], stage)
+    iters = sum(TRUTH.inside(TRUTH.iters[stage], stage))
+    first_extra = max(0.0, waits[0] - statistics.fmean(waits[1:])) if len(waits) > 1 else 0.0
+    wall = TRUTH.wall(stage)
+    return (sum(waits) - first_extra) / wall, (iters + first_extra) / wall
+
+
+def only_causes(d: Diagnosis, allowed: set[str]) -> list[Verdict]:
+    """Verdicts that claim a cause other than the ones allowed."""
+    return [v for v in d.verdicts if v.kind in CAUSES and v.kind not in allowed]
+
+
+def test_slow_collate_in_too_few_workers_is_input_bound(tmp_path: Path) -> None:
+    plan = Plan(workers=2, collate=slow_collate, train_step_s=0.01)
+    d = run(tmp_path, plan, limit_val_batches=0)
+    top = d.verdicts[0]
+    assert (top.kind, top.stage, top.subject) == ("INPUT_BOUND", "train", "train")
+    assert "slow_collate" in top.message  # the worker-side section that makes batches slow
+    assert top.share == pytest.approx(wait_truth("train")[0], abs=TOLERANCE)
+    assert only_causes(d, {"INPUT_BOUND", "EPOCH_BOUNDARY"}) == []
+
+
+def test_slow_getitem_without_workers_is_input_bound(tmp_path: Path) -> None:
+    d = run(tmp_path, Plan(train_getitem_s=0.008, train_step_s=0.005), limit_val_batches=0)
+    top = d.verdicts[0]
+    assert (top.kind, top.stage) == ("INPUT_BOUND", "train")
+    assert "num_workers" in top.action
+    assert top.share == pytest.approx(wait_truth("train")[0], abs=TOLERANCE)
+    assert only_causes(d, {"INPUT_BOUND"}) == []
+
+
+def test_slow_forward_in_a_section_is_named(tmp_path: Path) -> None:
+    d = run(tmp_path, Plan(train_step_s=0.03, train_step_section="forward"), limit_val_batches=0)
+    top = d.verdicts[0]
+    assert (top.kind, top.subject) == ("SLOW_SECTION", "forward")
+    assert top.share == pytest.approx(TRUTH.share("planted", "train"), abs=TOLERANCE)
+    assert only_causes(d, {"SLOW_SECTION"}) == []
+
+
+def test_slow_forward_without_a_section_is_compute_bound(tmp_path: Path) -> None:
+    d = run(tmp_path, Plan(train_step_s=0.03), limit_val_batches=0)
+    top = d.verdicts[0]
+    assert top.kind == "COMPUTE_BOUND"
+    assert top.share == pytest.approx(TRUTH.share("planted", "train"), abs=TOLERANCE)
+    assert only_causes(d, set()) == []
+
+
+def test_slow_validation_postprocessing(tmp_path: Path) -> None:
+    plan = Plan(val_step_s=0.04, val_step_section="postprocess", train_n=32)
+    d = run(tmp_path, plan)
+    top = d.verdicts[0]
+    assert top.stage == "val"
+    assert top.kind in ("EVAL_SLOWER_THAN_TRAIN", "SLOW_SECTION")
+    assert "postprocess" in f"{top.subject} {top.message}"
+    if top.kind == "SLOW_SECTION":
+        truth = TRUTH.share("planted", "val")
+    else:
+        per_sample = (TRUTH.wall("train") / plan.train_n) / (TRUTH.wall("val") / plan.val_n)
+        truth = 1 - per_sample
+    assert top.share == pytest.approx(truth, abs=TOLERANCE)
+    section = next(v for v in d.verdicts if v.kind == "SLOW_SECTION" and v.stage == "val")
+    assert section.share == pytest.approx(TRUTH.share("planted", "val"), abs=TOLERANCE)
+    assert only_causes(d, {"SLOW_SECTION"}) == []
+
+
+class Sleeps(Callback):
+    """A third-party callback that spends 30 ms after every training batch."""
+
+    def on_train_batch_end(self, *args: object, **kwargs: object) -> None:
+        plant("Sleeps", 0.03)
+
+
+@pytest.mark.parametrize("listed", ["before", "after"])
+def test_a_slow_callback_is_named_wherever_it_is_listed(tmp_path: Path, listed: str) -> None:
+    where = {listed: [Sleeps()]}
+    d = run(tmp_path, Plan(train_step_s=0.005), limit_val_batches=0, **where)  # type: ignore[arg-type]
+    top = d.verdicts[0]
+    assert (top.kind, top.subject) == ("CALLBACK_OVERHEAD", "Sleeps")
+    assert top.share == pytest.approx(TRUTH.share("planted", "train", what="Sleeps"), abs=TOLERANCE)
+    assert only_causes(d, {"CALLBACK_OVERHEAD"}) == []
+
+
+def test_a_slow_validation_loader_only(tmp_path: Path) -> None:
+    d = run(tmp_path, Plan(val_getitem_s=0.01, train_n=32))
+    top = d.verdicts[0]
+    assert top.stage == "val"
+    assert top.kind in ("INPUT_BOUND", "EVAL_SLOWER_THAN_TRAIN")
+    input_bound = next(v for v in d.verdicts if v.kind == "INPUT_BOUND" and v.stage == "val")
+    assert input_bound.share == pytest.approx(wait_truth("val")[0], abs=TOLERANCE)
+    assert not [v for v in d.verdicts if v.kind == "INPUT_BOUND" and v.stage == "train"]
+    assert only_causes(d, {"INPUT_BOUND"}) == []
+
+
+def test_workers_restarted_each_epoch_with_a_slow_init_are_an_epoch_boundary(tmp_path: Path) -> None:
+    plan = Plan(workers=2, persistent=False, worker_init=slow_init, train_step_s=0.01, train_n=32)
+    d = run(tmp_path, plan, limit_val_batches=0)
+    top = d.verdicts[0]
+    assert (top.kind, top.stage) == ("EPOCH_BOUNDARY", "train")
+    assert "persistent_workers" in top.action
+    assert top.share == pytest.approx(wait_truth("train")[1], abs=TOLERANCE)
+    assert only_causes(d, {"EPOCH_BOUNDARY", "INPUT_BOUND"}) == []
+
+
+def test_a_control_with_nothing_planted_claims_no_cause(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    d = run(tmp_path, Plan(compute=256, train_n=32))
+    assert time.perf_counter() - t0 < 60
+    assert only_causes(d, set()) == []
+    assert all(v.kind in ("COMPUTE_BOUND", "REGRESSION", "MEMORY_GROWTH") for v in d.verdicts[:1])
+
+
+def test_a_slow_rank_is_named_the_straggler(tmp_path: Path) -> None:
+    """Two processes over gloo; rank 1 loads its data 3x slower. Each rank's own clocks are the truth."""
+    job = Path(__file__).with_name("ddp_straggler.py")
+    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
+    proc = subprocess.Popen(
+        [sys.executable, str(job), str(tmp_path)],
+        cwd=job.parent,
+        env=env,
+        start_new_session=True,  # a hung run is killed as a group
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the DDP job hung:\n" + proc.communicate()[0][-3000:])
+    assert proc.returncode == 0, output[-3000:]
+    truth = [json.loads((tmp_path / f"truth_rank{r}.json").read_text()) for r in (0, 1)]
+    d = diagnose(read_run(tmp_path / "run"), cores=8)
+    top = d.verdicts[0]
+    assert (top.kind, top.subject) == ("STRAGGLER", "rank 1")
+    excess = truth[1]["wait"][-1] - truth[0]["wait"][-1]
+    assert top.share == pytest.approx(excess / truth[1]["wall"][-1], abs=TOLERANCE)
+    assert "rank 0 waits" in top.message
