@@ -21,6 +21,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
+from perfkit.findings import diagnose
 from perfkit.reports import format_seconds, write_html_report
 from perfkit.run import RunData, read_run
 
@@ -51,10 +52,26 @@ def run(cfg: DictConfig) -> Path:
     trainer.fit(module, train, val)
     run_dir = Path(logger.log_dir) / "perfkit"
     run = read_run(run_dir)
+    log.info(verdicts(run))
     log.info(where_validation_time_went(run))
     report = _report(run_dir) if cfg.report else None
     log.info(_outputs(logger, run, report))
     return out
+
+
+def verdicts(run: RunData, top: int = 5) -> str:
+    """What perfkit concludes about the run: its verdicts, ranked by the share of the run they explain."""
+    diagnosis = diagnose(run)
+    lines = ["\n[demo] perfkit's verdicts, ranked by the share of the run's time they explain:"]
+    for i, v in enumerate(diagnosis.verdicts[:top], 1):
+        lines.append(
+            f"  {i}. {v.kind}, {v.run_share:.0%} of the run ({v.share:.0%} of {v.stage} epoch {v.epoch}):"
+        )
+        lines.append(f"     {v.message}")
+        lines.append(f"     -> {v.action}")
+    if not diagnosis.verdicts:
+        lines.append("  nothing stands out: no rule crossed its threshold")
+    return "\n".join(lines)
 
 
 def where_validation_time_went(run: RunData) -> str:

@@ -63,17 +63,17 @@ def test_every_section_has_its_heading_and_the_plots_are_matplotlib_svg(page: st
     assert "<script" not in page
 
 
-def test_findings_say_what_dominates_and_what_changed(page: str) -> None:
-    findings = section(page, "findings")
-    for text in (
-        "validation takes 58% of the measured time (3 epochs, 180.00 ms), training 42%",
-        "validation spends 80% of its epoch 2 waiting for data: 12.00 ms per batch against 3.00 ms",
-        "the slowest section in validation is postprocess: 12.00 ms of self time, 20% of its epoch 2",
-        "validation takes 2.1x training&#x27;s time per sample (3.75 ms against 1.75 ms in epoch 2)",
-        "training step p95 grew 100% from epoch 0 to epoch 2 (3.00 ms → 6.00 ms)",
-        "process memory peak grew 25% from train epoch 0 to val epoch 2 (400 MB → 500 MB)",
-    ):
-        assert text in findings
+def test_the_page_opens_with_the_top_verdict_and_lists_every_verdict_by_rank(page: str) -> None:
+    headline = re.search(r'<p class="headline">(.*?)</p>', page)
+    assert headline
+    assert headline.group(1).startswith("<strong>INPUT_BOUND</strong> · 46% of the run: validation waits")
+    rows = re.findall(
+        r"<tr><td>(\d+)</td><td>(\w+)</td><td>(\w+ \d+)</td><td>(\d+%)</td>", section(page, "findings")
+    )
+    assert rows[0] == ("1", "INPUT_BOUND", "val 2", "80%")
+    assert ("SLOW_SECTION", "train 2", "86%") in [r[1:] for r in rows]
+    assert "EVAL_SLOWER_THAN_TRAIN" in [r[1] for r in rows]
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
 
 
 def test_time_section_has_the_section_tree_with_self_time(page: str) -> None:

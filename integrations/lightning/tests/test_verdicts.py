@@ -17,7 +17,7 @@ import pytest
 from lightning.pytorch.callbacks import Callback
 from perfkit_lightning import PerfMonitor
 
-from perfkit.findings import Diagnosis, Verdict, diagnose
+from perfkit.findings import Diagnosis, Verdict, compare_runs, diagnose
 from perfkit.run import read_run
 from perfkit.stages import PARTS
 
@@ -180,3 +180,20 @@ def test_a_slow_rank_is_named_the_straggler(tmp_path: Path) -> None:
     excess = truth[1]["wait"][-1] - truth[0]["wait"][-1]
     assert top.share == pytest.approx(excess / truth[1]["wall"][-1], abs=TOLERANCE)
     assert "rank 0 waits" in top.message
+
+
+def test_compare_two_runs_says_what_changed_and_why(tmp_path: Path) -> None:
+    """The same slow loading with no workers, then with two: an improvement, explained by the data wait."""
+    from perfkit._cli import main
+
+    slow = Plan(train_getitem_s=0.006, train_step_s=0.01)
+    run(tmp_path / "a", slow, limit_val_batches=0)
+    run(tmp_path / "b", Plan(**{**slow.__dict__, "workers": 2}), limit_val_batches=0)
+    c = compare_runs(read_run(tmp_path / "a" / "run"), read_run(tmp_path / "b" / "run"))
+    assert c.conclusion == "IMPROVEMENT"
+    assert c.because is not None
+    assert (c.because.stage, c.because.part) == ("train", "data_wait")
+    assert [v.kind for v in c.gone if v.stage == "train"][:1] == ["INPUT_BOUND"]
+    same = compare_runs(read_run(tmp_path / "b" / "run"), read_run(tmp_path / "b" / "run"))
+    assert same.conclusion == "NO CHANGE"
+    assert main(["compare", str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run"), "--json"]) == 0

@@ -1,0 +1,113 @@
+"""Diagnosis of a run directory: verdicts ranked by the share of the run they explain, a stable JSON,
+rules that abstain without their inputs, and the summary and compare commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import perfkit
+from perfkit._cli import main
+from perfkit.findings import KINDS, RULES, diagnose, diagnose_windows
+from perfkit.run import read_run
+from tests.conftest import FakeClock
+from tests.run.run_dirs import synthetic_run
+from tests.stages.windows import stage_window
+
+MS = 1_000_000
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, clock: FakeClock, reg: perfkit.Registry) -> Path:
+    return synthetic_run(tmp_path / "run", clock, reg)
+
+
+def test_verdicts_are_ranked_by_the_share_of_the_run_they_explain(run_dir: Path) -> None:
+    d = diagnose(read_run(run_dir), cores=4)
+    shares = [v.run_share for v in d.verdicts]
+    assert shares == sorted(shares, reverse=True)
+    top = d.verdicts[0]
+    # validation's last epoch waits 48 of its 60 ms
+    assert (top.kind, top.stage, top.share) == ("INPUT_BOUND", "val", pytest.approx(0.8))
+    assert top.run_share == pytest.approx(0.8 * 180 / (180 + 132))  # the stage's part of the run
+    assert {v.kind for v in d.verdicts} <= set(KINDS)
+
+
+def test_the_json_is_the_documented_format(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(run_dir), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"format", "verdicts", "abstained", "stages", "memory_peaks_mb", "lost"}
+    assert data["format"] == 1
+    fields = {
+        "kind",
+        "stage",
+        "epoch",
+        "subject",
+        "share",
+        "run_share",
+        "severity",
+        "message",
+        "evidence",
+        "action",
+    }
+    assert all(set(v) == fields for v in data["verdicts"])
+    assert set(data["stages"]) == {"train", "val"}
+    val = data["stages"]["val"]
+    assert sum(val["account_fraction"].values()) == pytest.approx(1.0)
+    assert val["account_s"]["data_wait"] == pytest.approx(0.048)
+
+
+def test_summary_finds_the_run_in_a_loggers_version_directory(
+    tmp_path: Path, clock: FakeClock, reg: perfkit.Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synthetic_run(tmp_path / "version_0" / "perfkit", clock, reg)
+    assert main(["summary", str(tmp_path / "version_0")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("TOP: INPUT_BOUND")
+    assert "Where the time went" in out
+
+
+def test_summary_of_what_is_not_a_run_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["summary", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "windows.jsonl is missing" in err
+
+
+def test_a_rule_without_its_inputs_abstains_and_says_which(clock: FakeClock, reg: perfkit.Registry) -> None:
+    t = clock()
+    clock.advance(10 * MS)
+    reg.record("custom", t, clock())  # a window with no step, no loader, no samples
+    window = stage_window("val", 0, reg.snapshot(), wall_s=0.01)
+    d = diagnose_windows([window], cores=2)
+    missing = {a.rule: a.missing for a in d.abstentions}
+    assert "val.step" in missing["COMPUTE_BOUND"]
+    assert "val.data.wait" in missing["INPUT_BOUND"]
+    assert "training window" in missing["EVAL_SLOWER_THAN_TRAIN"]
+
+
+def test_every_rule_documents_its_threshold() -> None:
+    assert [r.kind for r in RULES] == list(KINDS)
+    assert all(r.why and r.threshold > 0 and r.reads for r in RULES)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "diagnosis.md").read_text()
+    for rule in RULES:
+        assert f"`{rule.kind}`" in doc, rule.kind
+
+
+def test_a_regression_must_exceed_the_noise(clock: FakeClock, reg: perfkit.Registry) -> None:
+    windows = []
+    for epoch, (mean, spread) in enumerate([(10, 0), (10, 4), (11, 4), (20, 1)]):
+        start = reg.cursor()
+        for i in range(20):
+            t = clock()
+            clock.advance(int((mean + (spread if i % 2 else -spread)) * MS))
+            reg.record("train.step", t, clock())
+        windows.append(stage_window("train", epoch, reg.snapshot(since=start), wall_s=0.02 * 20 + 0.1))
+    noisy = diagnose_windows(windows[:3], cores=2)  # 10 -> 11 ms inside a spread of +-4 ms: noise
+    assert "REGRESSION" not in {v.kind for v in noisy.verdicts}
+    grown = diagnose_windows([*windows[:2], windows[3]], cores=2)
+    assert "REGRESSION" in {v.kind for v in grown.verdicts}
