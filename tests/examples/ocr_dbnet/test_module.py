@@ -35,8 +35,8 @@ def test_one_tiny_fit_logs_the_loss_and_the_detection_metrics() -> None:
         assert torch.isfinite(metrics[name]), name
     assert 0 <= metrics["val/hmean"] <= 1
     snap = reg.snapshot()
-    assert snap["val.postprocess"].count >= 1
-    assert ("val.postprocess", "postprocess") in snap.tree
+    assert snap["postprocess"].count >= 1  # each validation image, timed in the main process
+    assert ("postprocess", "pyclipper.unclip") in snap.tree or ("postprocess",) in snap.tree
 
 
 def test_loaders_augment_train_only_and_collate_db_targets() -> None:
