@@ -27,7 +27,7 @@ def test_the_seed_overrides_compose() -> None:
     assert list(cfg.callbacks.profiler.profile_epochs) == [1]
     assert cfg.callbacks.performance_profiler.verbose is True
     assert cfg.trainer.max_epochs == 2
-    assert set(cfg.callbacks) == {"perf_monitor", "performance_profiler", "profiler"}
+    assert set(cfg.callbacks) == {"perf_monitor", "performance_profiler", "throughput_monitor", "profiler"}
     assert cfg.callbacks.perf_monitor._target_ == "perfkit_lightning.PerfMonitor"
 
 

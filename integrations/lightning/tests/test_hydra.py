@@ -14,11 +14,24 @@ from perfkit_lightning import (
     ThroughputMonitorCallback,
 )
 
-APP = """\
-defaults:
-  - callbacks: [perf_monitor, performance_profiler, throughput_monitor, profiler]
-  - _self_
-"""
+from .tiny import Tiny, trainer
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO = ROOT / "examples" / "ocr_dbnet" / "configs"
+SEED_LINES = [
+    "callbacks=performance_profiler callbacks.performance_profiler.verbose=true",
+    "callbacks.throughput_monitor.enabled=true",
+    "callbacks.profiler.enabled=true callbacks.profiler.profile_epochs=[1,2]",
+]
+
+
+def docs_app() -> str:
+    """The app config docs/hydra.md tells users to write (its first yaml block)."""
+    text = (ROOT / "docs" / "hydra.md").read_text()
+    return text.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+APP = docs_app()
 
 
 @pytest.fixture
@@ -44,11 +57,32 @@ def test_every_callback_config_instantiates_with_its_defaults(app: Path) -> None
     assert isinstance(callbacks["profiler"], ProfilerCallback)
 
 
-def test_the_seed_profiler_overrides_work(app: Path) -> None:
-    cfg = compose_app(app, ["callbacks.profiler.enabled=true", "callbacks.profiler.profile_epochs=[1,2]"])
-    profiler = instantiate(cfg.callbacks.profiler)  # type: ignore[attr-defined]
-    assert profiler.enabled is True
-    assert profiler.profile_epochs == frozenset({1, 2})
+@pytest.mark.parametrize("line", SEED_LINES)
+@pytest.mark.parametrize("where", ["docs app", "demo"])
+def test_the_seeds_override_lines_compose_instantiate_and_fit(tmp_path: Path, where: str, line: str) -> None:
+    if where == "docs app":
+        (tmp_path / "app.yaml").write_text(APP)
+        config_dir, name = tmp_path, "app"
+    else:
+        config_dir, name = DEMO, "demo"
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        cfg = compose(name, overrides=line.split())
+    callbacks = [instantiate(node) for node in cfg.callbacks.values()]
+    assert all(hasattr(node, "_target_") for node in cfg.callbacks.values())
+    by_type = {type(c).__name__: c for c in callbacks}
+    if line.startswith("callbacks=performance_profiler"):
+        assert list(by_type) == ["PerformanceProfilerCallback"]
+        assert by_type["PerformanceProfilerCallback"].verbose is True
+    elif "throughput_monitor" in line:
+        assert by_type["ThroughputMonitorCallback"].enabled is True
+    else:
+        assert by_type["ProfilerCallback"].enabled is True
+        assert by_type["ProfilerCallback"].profile_epochs == frozenset({1, 2})
+    t = trainer(
+        str(tmp_path), callbacks, logger=False, max_epochs=1, limit_train_batches=2, limit_val_batches=2
+    )
+    t.fit(Tiny())
+    assert t.current_epoch == 1
 
 
 def test_command_line_overrides_reach_the_callbacks(app: Path) -> None:
@@ -90,5 +124,7 @@ def test_configs_list_every_constructor_argument() -> None:
         params = inspect.signature(cls.__init__).parameters
         assert set(node) - {"_target_"} == set(params) - {"self"}, file
         for name, value in node.items():
-            if name != "_target_" and not isinstance(params[name].default, tuple):
+            if name == "enabled" and file in ("throughput_monitor.yaml", "profiler.yaml"):
+                assert value is False, file  # off by default in a Hydra app, as the seeds' were
+            elif name != "_target_" and not isinstance(params[name].default, tuple):
                 assert value == params[name].default, (file, name)
