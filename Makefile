@@ -1,6 +1,11 @@
 # make test: set up .venv if needed, then ruff, mypy --strict and pytest.
 # make demo: set up .venv if needed, then run the OCR demo (examples/ocr_dbnet).
 PYTHON ?= python3
+# torch comes first and pinned: a bare "torch" requirement would pull a multi-GB CUDA build.
+# TORCH_PIP_ARGS picks where it comes from, e.g. PyTorch's CPU-only wheel index on a machine
+# without a GPU (see README); empty: the package index pip is configured with.
+TORCH ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.perfkit-installed
@@ -10,8 +15,7 @@ STAMP := $(VENV)/.perfkit-installed
 $(STAMP): pyproject.toml integrations/lightning/pyproject.toml examples/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch first and pinned: a bare "torch" requirement would pull a multi-GB CUDA build.
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]" -e "integrations/lightning[all]" -r examples/requirements.txt
 	touch $(STAMP)
 

@@ -105,3 +105,15 @@ def test_every_module_of_the_lightning_package_needs_lightning() -> None:
     for module in modules:
         needs = any(n.startswith("lightning") for n in _imports(module))
         assert needs, f"{module.name} would work without Lightning: it belongs in perfkit"
+
+
+def test_a_plain_install_brings_psutil_and_the_lightning_all_extra_brings_the_report() -> None:
+    from importlib.metadata import requires
+
+    plain = [r for r in requires("perfkit") or [] if "extra ==" not in r]
+    assert any(r.startswith("psutil") for r in plain)
+    lightning_all = [
+        r for r in requires("perfkit-lightning") or [] if r.replace('"', "'").endswith("extra == 'all'")
+    ]
+    assert any("report" in r for r in lightning_all)
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
