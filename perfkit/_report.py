@@ -54,7 +54,8 @@ def _gauge_lines(snap: Snapshot) -> list[str]:
     width = max(map(len, snap.gauges)) + 2
     lines = ["gauges".ljust(width) + "".join(h.rjust(11) for h in ("min", "mean", "max", "last", "peak at"))]
     for name, g in snap.gauges.items():
-        cells = [f"{v:.1f}" for v in (g.min, g.mean, g.max, g.last)] + [f"{g.peak_at_s:.2f} s"]
+        # A sample taken just before the window opened reads as a peak a hair before its start.
+        cells = [f"{v:.1f}" for v in (g.min, g.mean, g.max, g.last)] + [f"{max(0.0, g.peak_at_s):.2f} s"]
         lines.append(name.ljust(width) + "".join(c.rjust(11) for c in cells))
     return lines
 

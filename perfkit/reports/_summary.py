@@ -109,12 +109,9 @@ def series_line(snap: Snapshot, wall_s: float, top: int = 4) -> str:
     wall = wall_s or 1.0
     parts = [f"{n} {format_seconds(s)} ({s / wall:.0%} of the epoch)" for n, s in main[:top]]
     for n, s, k in sorted(workers, key=lambda x: -x[1])[:top]:
-        parts.append(f"{n} {format_seconds(s)} in workers ({s / (k * wall):.0%} of {_n(k, 'worker')}' time)")
+        whose = "1 worker's" if k == 1 else f"{k} workers'"
+        parts.append(f"{n} {format_seconds(s)} in workers ({s / (k * wall):.0%} of the {whose} time)")
     return ", ".join(parts)
-
-
-def _n(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _slow(batch_idx: int, duration_s: float, tags: Mapping[str, float]) -> str:

@@ -51,3 +51,7 @@ def test_wandb_and_mlflow_get_every_epoch_metric(tmp_path: Path, wandb_offline: 
     assert [m.step for m in train] == [7, 15]
     assert train[-1].value == pytest.approx(last_train["perf/train/step_ms_mean"])
     assert client.get_metric_history(mlflow_logger.run_id, "perf/train/series/forward/count")[-1].value == 8.0
+    # the run's report, next to the metrics: an MLflow artifact, and a W&B panel
+    artifacts = [a.path for a in client.list_artifacts(mlflow_logger.run_id, "perfkit")]
+    assert artifacts == ["perfkit/report.html"]
+    assert "perfkit/report" in summary.keys()

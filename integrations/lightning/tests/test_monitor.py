@@ -138,6 +138,8 @@ def test_console_summary_goes_through_logging(tmp_path: Path, capsys: pytest.Cap
     out = log.text
     assert "[perfkit]" not in capsys.readouterr().out  # never print()
     assert "[perfkit] train epoch 0: 8 steps in" in out
+    # validation runs inside the training epoch, but its block comes after training's
+    assert out.index("[perfkit] train epoch 0") < out.index("[perfkit] val epoch 0")
     assert "[perfkit] val epoch 0: 4 steps in" in out
     assert "training's time per sample" in out
 

@@ -22,6 +22,7 @@ from perfkit.reports import summary_text
 from perfkit.sinks import Sink, SinkFanout, check_sinks
 from perfkit.stages import StageWindow, cores_for_workers, stage_metrics
 
+from ._attach import attach_report
 from ._base import PerfkitCallback
 from ._console import say
 from ._driver import Driver
@@ -43,6 +44,8 @@ class PerfMonitor(PerfkitCallback):
     records from DataLoader workers), memory peaks from the resource sampler, workers needed,
     and the ``top_k_slowest`` steps with their ``tag_step`` tags. Keys look like
     ``perf/val/step_ms_p95``. ``sinks`` get the same metrics (a ``perfkit.sinks`` sink each).
+    At the end of a fit the run's verdicts go to ``RUN_DIR/verdicts.json`` and, with
+    ``attach_report``, its HTML report to the W&B and MLflow runs of the Trainer's loggers.
 
     >>> from perfkit_lightning import PerfMonitor
     >>> monitor = PerfMonitor(phases=("train", "val"), console=True)
@@ -65,6 +68,7 @@ class PerfMonitor(PerfkitCallback):
         user_series: bool = True,
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
+        attach_report: bool = True,
     ) -> None:
         self.phases = check_stages(phases)
         if not isinstance(prefix, str) or not prefix:
@@ -94,12 +98,14 @@ class PerfMonitor(PerfkitCallback):
         self.user_series = user_series
         self.registry = registry
         self.sinks = check_sinks(sinks)
+        self.attach_report = bool(attach_report)
         self.last_metrics: dict[str, dict[str, float]] = {}
         """The last metrics of each stage (merged over ranks, on every rank)."""
         self._fanout: SinkFanout | None = None
         self._trainer: Trainer | None = None
         self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
         self._train: StageWindow | None = None
+        self._held: list[str] = []  # console blocks of stages run inside training, said after its own
 
     def wants_resources(self) -> bool:
         return self.sample_resources
@@ -121,6 +127,9 @@ class PerfMonitor(PerfkitCallback):
             if diagnosis is not None and diagnosis.top is not None and self.console:
                 ranked = [f"  {i}. {v.line}" for i, v in enumerate(diagnosis.verdicts[:3], 1)]
                 say("\n".join([f"[perfkit] {diagnosis.top.line}", *ranked, f"  (perfkit summary {path})"]))
+            if self.attach_report:
+                attach_report(trainer, path)
+        self._flush()
         for sink in self.sinks:
             _close(sink)
         self._fanout = None
@@ -150,7 +159,18 @@ class PerfMonitor(PerfkitCallback):
         if self._fanout is not None:
             self._fanout.emit(window, metrics, log_step(trainer, stage))
         if self.console:
-            say(summary_text(window, metrics, prefix=self.prefix, verdict=top))
+            text = summary_text(window, metrics, prefix=self.prefix, verdict=top)
+            if stage != "train" and self._driver is not None and self._driver.recorder.is_open("train"):
+                self._held.append(text)  # validation inside a training epoch: said after training's block
+            else:
+                say(text)
+                if stage == "train":
+                    self._flush()
+
+    def _flush(self) -> None:
+        held, self._held = self._held, []
+        for text in held:
+            say(text)
 
     def _top_verdict(self, window: StageWindow) -> Verdict | None:
         history = tuple(self._history.get(window.stage, ()))
