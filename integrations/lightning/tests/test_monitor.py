@@ -252,3 +252,32 @@ def test_bad_arguments_fail_at_construction(
 ) -> None:
     with pytest.raises(error, match=message.replace("(", "\\(").replace(")", "\\)")):
         PerfMonitor(**kwargs)
+
+
+def test_with_the_progress_bar_on_no_line_is_spliced_into_the_bar(tmp_path: Path) -> None:
+    """stdout and stderr as one terminal sees them: every perfkit line starts its own line."""
+    import re
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from perfkit_lightning import PerfMonitor
+from tiny import Tiny, trainer
+monitor = PerfMonitor(console=True, sample_resources=False, save_run=False)
+trainer({str(tmp_path)!r}, [monitor], logger=False, max_epochs=2, enable_progress_bar=True).fit(Tiny())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    pieces = re.split(r"[\r\n]", done.stdout)
+    ours = [p for p in pieces if "[perfkit]" in p]
+    assert len(ours) == 4  # train and val, two epochs
+    assert [p for p in ours if not p.startswith("[perfkit]")] == []
+    assert "Epoch 1: 100%" in done.stdout  # the bar was there
