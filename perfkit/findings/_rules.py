@@ -67,7 +67,15 @@ def input_bound(case: Case) -> Outcome:
         return case.verdict("INPUT_BOUND", share, message, action, subject=loader, evidence=evidence)
     evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
     message += f"; each batch takes {_ms(w.batch_s)} in a worker"
-    if w.top_section is not None and w.top_section.self_s > 0:
+    stalled = a.subjects.get("stalled_on", {})
+    if stalled:  # which worker-side stage the loop was waiting for, wait by wait
+        stage_name, seconds = max(stalled.items(), key=lambda kv: kv[1])
+        message += (
+            f"; of its {_ms(a.seconds('data_wait'))} of waiting, {_ms(seconds)} was {stage_name} "
+            "running in the workers"
+        )
+        evidence["stalled_on_top_s"] = seconds
+    elif w.top_section is not None and w.top_section.self_s > 0:
         share_of_batch = w.top_section.self_s / (w.batch_s * w.batches) if w.batch_s > 0 else 0.0
         message += f", {share_of_batch:.0%} of it in {w.top_section.name}"
         evidence["top_worker_section_fraction"] = share_of_batch

@@ -38,7 +38,7 @@ def summary_text(
             "  step     "
             + "  ".join(f"{q} {metrics[f'{p}/step_ms_{q}']:.1f} ms" for q in ("median", "p95", "max"))
         )
-    data = _data_line(metrics, p)
+    data = _data_line(metrics, p, window.account.subjects.get("stalled_on", {}))
     if data:
         lines.append("  data     " + data)
     series = series_line(window.snapshot, window.wall_s)
@@ -76,7 +76,7 @@ def _account_line(window: StageWindow) -> str:
     return " · ".join(parts)
 
 
-def _data_line(metrics: Mapping[str, float], p: str) -> str:
+def _data_line(metrics: Mapping[str, float], p: str, stalled: Mapping[str, float]) -> str:
     parts = []
     if f"{p}/data_wait_fraction" in metrics:
         text = f"waiting {metrics[f'{p}/data_wait_fraction']:.1%} of the epoch"
@@ -88,6 +88,11 @@ def _data_line(metrics: Mapping[str, float], p: str) -> str:
         if f"{p}/workers_needed" in metrics:
             text += f": {int(metrics[f'{p}/workers_needed'])} needed, {int(metrics[f'{p}/workers'])} now"
         parts.append(text)
+    if stalled:
+        top = sorted(stalled.items(), key=lambda kv: -kv[1])[:2]
+        parts.append(
+            "waiting on " + ", ".join(f"{n} {format_seconds(s)}" for n, s in top) + " in the workers"
+        )
     return "; ".join(parts)
 
 

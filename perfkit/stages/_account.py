@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._snapshot import Snapshot
-from ..names import HOOK, LOADER_SETUP, iter_series, step_series, wait_series
+from ..names import HOOK, LOADER_SETUP, fetch_series, iter_series, step_series, wait_series
 
 PARTS = ("data_wait", "step", "callbacks", "loader_setup", "other")
 """The parts of an account, in the order a report stacks them."""
@@ -41,7 +41,8 @@ class Account:
     """Seconds per part (``PARTS``) of ``wall_s``, and per subject within a part.
 
     Subjects: ``data_wait`` -> ``iter``, ``first_batch``, ``batches``; ``callbacks`` -> each
-    callback's name; ``loader_setup`` -> each stage whose loaders were built.
+    callback's name; ``loader_setup`` -> each stage whose loaders were built; ``stalled_on`` ->
+    the worker-side stages the loop's waits were waiting for (see ``stalls``).
     """
 
     wall_s: float
@@ -120,8 +121,63 @@ def stage_account(snapshot: Snapshot, stage: str, loader: str, *, wall_s: float)
         "data_wait": {"iter": started, "first_batch": first, "batches": max(0.0, wait - first)},
         "callbacks": callbacks,
         "loader_setup": setups,
+        "stalled_on": stalls(snapshot, loader),
     }
     return Account(wall_s, parts, subjects, overlap_s=max(0.0, named - wall_s))
+
+
+def stalls(snapshot: Snapshot, loader: str) -> dict[str, float]:
+    """What the loop was waiting for: the seconds of its waits for ``loader`` that each worker-side
+    stage (a section directly inside the workers' fetch of a batch) was running.
+
+    A wait is intersected with the spans of those sections in the workers (their clocks are the
+    same monotonic clock); where several overlap one wait, the wait's time is shared in
+    proportion, so the stages add up to at most the wait. What no stage covers is left out.
+    """
+    wait = wait_series(loader)
+    if wait not in snapshot:
+        return {}
+    stages = {p[1] for p in snapshot.tree if len(p) == 2 and p[0] == fetch_series(loader)}
+    data = snapshot.data(wait)
+    w0 = data.starts_ns.astype(np.float64)
+    w1 = w0 + data.durations_ns
+    order = np.argsort(w0)
+    w0, w1 = w0[order], w1[order]
+    overlap: dict[str, np.ndarray] = {}
+    for name in stages:
+        if name not in snapshot:
+            continue
+        d = snapshot.data(name)
+        in_worker = np.array([snapshot.threads[t].worker is not None for t in d.threads.tolist()], dtype=bool)
+        s0 = d.starts_ns[in_worker].astype(np.float64)
+        s1 = s0 + d.durations_ns[in_worker]
+        overlap[name] = _overlap_per_wait(w0, w1, s0, s1)
+    if not overlap:
+        return {}
+    names = sorted(overlap)
+    per_wait = np.vstack([overlap[n] for n in names])  # stages x waits
+    covered = per_wait.sum(axis=0)
+    scale = np.where(covered > (w1 - w0), (w1 - w0) / np.maximum(covered, 1.0), 1.0)
+    seconds = (per_wait * scale).sum(axis=1) / 1e9
+    return {n: float(x) for n, x in zip(names, seconds, strict=True) if x > 0}
+
+
+def _overlap_per_wait(w0: np.ndarray, w1: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """For each wait [w0, w1), the total overlap with the spans [s0, s1) (waits sorted by start)."""
+    out = np.zeros(len(w0))
+    if not len(s0):
+        return out
+    order = np.argsort(s0)
+    s0, s1 = s0[order], s1[order]
+    longest = float((s1 - s0).max())
+    for i in range(len(w0)):
+        # spans that start before the wait ends and could still be running when it starts
+        lo = np.searchsorted(s0, w0[i] - longest, side="left")
+        hi = np.searchsorted(s0, w1[i], side="left")
+        if hi > lo:
+            a, b = s0[lo:hi], s1[lo:hi]
+            out[i] = np.clip(np.minimum(b, w1[i]) - np.maximum(a, w0[i]), 0.0, None).sum()
+    return out
 
 
 def _total(snapshot: Snapshot, name: str) -> float:

@@ -60,9 +60,13 @@ def test_slow_collate_in_too_few_workers_is_input_bound(tmp_path: Path) -> None:
     d = run(tmp_path, plan, limit_val_batches=0)
     top = d.verdicts[0]
     assert (top.kind, top.stage, top.subject) == ("INPUT_BOUND", "train", "train")
-    assert "slow_collate" in top.message  # the worker-side section that makes batches slow
+    assert "slow_collate running in the workers" in top.message  # what the loop was waiting for
     assert top.share == pytest.approx(wait_truth("train")[0], abs=TOLERANCE)
     assert only_causes(d, {"INPUT_BOUND", "EPOCH_BOUNDARY"}) == []
+    # stall attribution: nearly every second the loop waited, a worker was in slow_collate
+    last = read_run(tmp_path / "run").windows[-1].window
+    waited = sum(TRUTH.inside(TRUTH.waits["train"], "train"))
+    assert last.account.subjects["stalled_on"]["slow_collate"] == pytest.approx(waited, rel=0.15)
 
 
 def test_slow_getitem_without_workers_is_input_bound(tmp_path: Path) -> None:
