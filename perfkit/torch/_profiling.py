@@ -105,6 +105,7 @@ class ProfilerWindows(StageListener):
         self._exporter = TraceExporter()
         self._module: Any = None
         self._rank, self._world = 0, 1
+        self._claimed: set[Path] = set()
 
     # ---- as a StageListener -----------------------------------------------------------------
 
@@ -240,9 +241,11 @@ class ProfilerWindows(StageListener):
         suffix = ".pt.trace.json.gz" if self.gzip else ".pt.trace.json"
         path = self.output_dir / (name + suffix)
         k = 2
-        while path.exists():  # a second run into the same folder must not overwrite the first's traces
+        # Neither an earlier run's trace nor one of ours still being written is overwritten.
+        while path.exists() or path in self._claimed:
             path = self.output_dir / f"{name}_{k}{suffix}"
             k += 1
+        self._claimed.add(path)
         return TraceJob(
             stage=stage,
             epoch=epoch,

@@ -224,7 +224,7 @@ def test_perfkit_report_reads_a_standalone_run(
     assert main(["report", str(tmp_path / "run")]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "run" / "report.html")
     page = (tmp_path / "run" / "report.html").read_text()
-    assert "validation spends 90% of its epoch 1 waiting for data" in page
+    assert "validation waits for its data loader 90% of the epoch" in page
 
 
 class Rows:
