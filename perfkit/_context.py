@@ -113,6 +113,15 @@ class NodeTable:
                     self._root_by_thread[thread] = node
         return node
 
+    def relabel(self, root: int, thread: ThreadInfo) -> None:
+        """Say that root ``root`` stands for ``thread`` (a process that learns it is a worker after
+        it started recording: what it recorded so far becomes the worker's too)."""
+        with self._lock:
+            old = self.threads[root]
+            self._root_by_thread.pop(old, None)
+            self._root_by_thread[thread] = root
+            self.threads[root] = thread
+
     def path(self, node: int) -> tuple[str, ...]:
         """Names from the outermost enclosing section down to ``node`` (roots give ``()``)."""
         path = self._paths.get(node)

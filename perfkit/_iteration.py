@@ -13,7 +13,7 @@ and ``perfkit.window("train")`` meet the same series.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Generic, TypeVar
 
 from ._context import NODES, get_cell, new_cell
@@ -39,14 +39,9 @@ class TimedIterator(Iterator[T], Generic[T]):
         self._wait_kids = NODES.kids(self._wait)
         self._turn_kids = NODES.kids(self._turn, overlay=True)
         self._last: int | None = None
-        if SWITCH.on:
-            reg = registry or current_registry()
-            parent = (get_cell(None) or new_cell())[0]
-            t0 = reg.clock()
-            self._it = iter(iterable)
-            add_record(reg, NODES.child(parent, iter_series(name)), t0, reg.clock(), failed=False)
-        else:
-            self._it = iter(iterable)
+        self._it: Iterator[T] = (
+            record_iter(lambda: iter(iterable), name, registry) if SWITCH.on else iter(iterable)
+        )
 
     @property
     def wait_name(self) -> str:
@@ -66,6 +61,8 @@ class TimedIterator(Iterator[T], Generic[T]):
         if not SWITCH.on:
             self._last = None
             return next(self._it)
+        if SWITCH.tracer is not None:  # inside a profiler window: the wait is a named range too
+            return record_wait(self._next_in_window, self.name, self._registry)
         reg = self._registry or current_registry()
         cell = get_cell(None) or new_cell()
         parent = cell[0]
@@ -98,6 +95,20 @@ class TimedIterator(Iterator[T], Generic[T]):
             reg.drain()
         return item
 
+    def _next_in_window(self) -> T:
+        reg = self._registry or current_registry()
+        t0 = reg.clock()
+        try:
+            item = next(self._it)
+        except StopIteration:
+            self._end_turn(reg, (get_cell(None) or new_cell())[0], t0)
+            raise
+        if self._last is not None:
+            parent = (get_cell(None) or new_cell())[0]
+            add_record(reg, NODES.child(parent, self._turn, overlay=True), self._last, t0, failed=False)
+        self._last = t0
+        return item
+
     def _end_turn(self, reg: Registry, parent: int, t_end: int) -> None:
         if self._last is not None:
             reg._buf += (NODES.child(parent, self._turn, overlay=True), self._last, t_end)
@@ -128,6 +139,53 @@ class SizedTimedIterator(TimedIterator[T]):
 
     def __len__(self) -> int:
         return len(self._source)  # type: ignore[arg-type]
+
+
+def record_wait(next_item: Callable[[], T], name: str, registry: Registry | None) -> T:
+    """Get one item with ``next_item()``, recorded as a wait of loader ``name`` (``NAME.data.wait``).
+
+    Work done in this process meanwhile (a loader without workers) nests under the wait; inside
+    a profiler window the wait is also a named range. ``StopIteration`` is not a wait for an
+    item and is not recorded. What every loader wrapper that is not ``timed_iter`` times with.
+    """
+    reg = registry or current_registry()
+    wait = wait_series(name)
+    cell = get_cell(None) or new_cell()
+    parent = cell[0]
+    node = NODES.kids(wait).get(parent) or NODES.child(parent, wait)
+    cell[0] = node
+    tracer = SWITCH.tracer
+    handle = tracer.begin(wait) if tracer is not None else None
+    t0 = reg.clock()
+    failed = True
+    try:
+        item = next_item()
+        failed = False
+        return item
+    except StopIteration:
+        t0 = -1
+        raise
+    finally:
+        cell[0] = parent
+        if tracer is not None:
+            tracer.end(handle)
+        if t0 >= 0:
+            add_record(reg, node, t0, reg.clock(), failed=failed)
+
+
+def record_iter(start: Callable[[], T], name: str, registry: Registry | None) -> T:
+    """``start()`` (``iter()`` on a loader: where a DataLoader starts its workers), recorded as
+    ``NAME.data.iter``."""
+    reg = registry or current_registry()
+    parent = (get_cell(None) or new_cell())[0]
+    t0 = reg.clock()
+    failed = True
+    try:
+        it = start()
+        failed = False
+        return it
+    finally:
+        add_record(reg, NODES.child(parent, iter_series(name)), t0, reg.clock(), failed=failed)
 
 
 def timed_iter(iterable: Iterable[T], name: str, *, registry: Registry | None = None) -> TimedIterator[T]:

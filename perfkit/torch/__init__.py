@@ -9,14 +9,15 @@
 
 ``instrument`` brings the records made inside the loader's worker processes (``@timed``
 collate functions, ``section`` blocks in ``__getitem__``) into this process with each
-batch. ``ProfilerWindows`` opens torch.profiler windows on chosen stage epochs and steps,
+batch: torch DataLoaders and their subclasses, torchdata.nodes pipelines, any iterable.
+``ProfilerWindows`` opens torch.profiler windows on chosen stage epochs and steps,
 and analyses their traces off the loop's thread. ``gather_ranks`` is the one collective per
 stage epoch that merges the ranks of a distributed job.
 """
 
 from ._ddp import gather as gather_ranks
 from ._ddp import world_size
+from ._instrument import instrument
 from ._profiling import ProfilerWindows
-from ._workers import instrument
 
 __all__ = ["ProfilerWindows", "gather_ranks", "instrument", "world_size"]

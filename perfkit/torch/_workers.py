@@ -23,6 +23,7 @@ pickled to spawned workers and imports perfkit there).
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import threading
 from collections.abc import Callable
@@ -34,21 +35,19 @@ from torch.utils.data import DataLoader
 from torch.utils.data._utils import pin_memory as _pin_memory
 
 from .._context import NODES, ThreadInfo, get_cell, new_cell
+from .._iteration import record_iter, record_wait
 from .._registry import (
     DEFAULT,
     Registry,
-    add_record,
     all_registries,
-    check_registry,
     current_registry,
     registry_by_key,
 )
 from .._section import section
 from .._state import SWITCH
 from .._transfer import RecordBatch
-from .._validate import check_name
 from .._warn import WarnOnce
-from ..names import fetch_series, iter_series, loader_of, wait_series
+from ..names import fetch_series
 
 T = TypeVar("T")
 _warn = WarnOnce()
@@ -86,14 +85,26 @@ class WorkerInit:
 
 
 def become_worker(worker_id: int, name: str) -> None:
-    """In a worker process: label its records, forward every registry, wrap the fetcher."""
+    """In a DataLoader worker process: label its records, forward every registry, wrap the fetcher."""
+    label_worker(worker_id, forward=True)
+    _hook_fetcher(name)
+
+
+def label_worker(worker_id: int, *, forward: bool) -> None:
+    """Make this thread's records a worker's (``ThreadInfo.worker``); with ``forward``, this is a
+    worker process: every registry keeps its records for the main process instead."""
     thread = threading.current_thread()
     info = ThreadInfo(pid=os.getpid(), tid=threading.get_ident(), name=thread.name, worker=worker_id)
     cell = get_cell(None) or new_cell()
-    cell[:] = [NODES.root(info)]
-    for registry in all_registries():
-        registry.forward()
-    _hook_fetcher(name)
+    root = NODES.roots[cell[0]]
+    mine = NODES.threads[root]
+    if (mine.pid, mine.tid) == (info.pid, info.tid):
+        NODES.relabel(root, info)  # what this thread recorded before it knew is the worker's too
+    else:
+        cell[:] = [NODES.root(info)]
+    if forward:
+        for registry in all_registries():
+            registry.forward()
 
 
 def _hook_fetcher(name: str) -> None:
@@ -116,6 +127,9 @@ def _hook_fetcher(name: str) -> None:
     kind.create_fetcher = staticmethod(create_fetcher)
 
 
+_IN_FETCH = [False]  # a worker process runs one fetch at a time
+
+
 class _ShippingFetch:
     """A worker's fetch of one batch, timed, returned with the records made since the last one."""
 
@@ -124,9 +138,46 @@ class _ShippingFetch:
         self._section = section(name)
 
     def __call__(self, index: Any) -> Shipment:
-        with self._section:
-            data = self._fetch(index)
+        _IN_FETCH[0] = True
+        try:
+            with self._section:
+                data = self._fetch(index)
+        finally:
+            _IN_FETCH[0] = False
         return Shipment(data, collect_records())
+
+
+class ShippingCollate:
+    """The ``collate_fn`` ``instrument`` installs: the user's, and, in a worker whose loop is not
+    torch's (a DataLoader subclass with its own workers, which never runs the hooked fetcher),
+    the batch is returned with the records made since the last one. Picklable."""
+
+    def __init__(self, collate: Callable[[Any], Any], main_pid: int) -> None:
+        self.collate = collate
+        self.main_pid = main_pid
+
+    def __call__(self, samples: Any) -> Any:
+        batch = self.collate(samples)
+        if _IN_FETCH[0] or os.getpid() == self.main_pid:
+            return batch  # torch's own worker loop ships it, or this is the main process
+        if not LABELLED:
+            LABELLED.append(True)
+            label_worker(process_index(), forward=True)
+        return Shipment(batch, collect_records())
+
+
+LABELLED: list[bool] = []  # this process already labels its records as a worker's (reset by fork)
+
+
+def process_index() -> int:
+    """A small number for this worker process: the DataLoader's worker id, else the index
+    multiprocessing gives the process (``SpawnProcess-2`` -> 2), else its pid."""
+    info = _data.get_worker_info()
+    if info is not None:
+        return int(info.id)
+    name = multiprocessing.current_process().name
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else os.getpid()
 
 
 def collect_records() -> list[tuple[tuple[int, int] | None, RecordBatch]]:
@@ -157,14 +208,6 @@ class Settings:
     registry: Registry | None
     time_wait: bool
 
-    @property
-    def wait_name(self) -> str:
-        return wait_series(self.name)
-
-    @property
-    def iter_name(self) -> str:
-        return iter_series(self.name)
-
 
 _ITERATORS: dict[type[Any], type[Any]] = {}
 _LOADERS: dict[tuple[type[Any], Settings], type[Any]] = {}
@@ -178,7 +221,7 @@ def _unwrapping(iterator_cls: type[Any]) -> type[Any]:
         def __next__(self: Any) -> Any:
             settings: Settings = self._perfkit
             data = (
-                _timed_next(self, base_next, settings)
+                record_wait(lambda: base_next(self), settings.name, settings.registry)
                 if settings.time_wait and SWITCH.on
                 else base_next(self)
             )
@@ -191,46 +234,25 @@ def _unwrapping(iterator_cls: type[Any]) -> type[Any]:
     return cls
 
 
-def _timed_next(it: Any, base_next: Callable[[Any], Any], settings: Settings) -> Any:
-    """``next()`` on the DataLoader's own iterator, recorded as the wait for one batch.
+class _Unwrapped:
+    """The iterator of a loader whose own iterator cannot be given a subclass (a generator)."""
 
-    The call that finds the end of the data is not a wait for a batch and is not recorded.
-    """
-    reg = settings.registry or current_registry()
-    cell = get_cell(None) or new_cell()
-    parent = cell[0]
-    node = NODES.kids(settings.wait_name).get(parent) or NODES.child(parent, settings.wait_name)
-    cell[0] = node  # work done in this process to make the batch (no workers) nests under the wait
-    tracer = SWITCH.tracer
-    handle = tracer.begin(settings.wait_name) if tracer is not None else None
-    t0 = reg.clock()
-    try:
-        data = base_next(it)
-    except StopIteration:
-        raise
-    except BaseException:
-        add_record(reg, node, t0, reg.clock(), failed=True)
-        raise
-    finally:
-        cell[0] = parent
-        if tracer is not None:
-            tracer.end(handle)
-    add_record(reg, node, t0, reg.clock(), failed=False)
-    return data
+    __slots__ = ("_it", "_perfkit")
 
+    def __init__(self, it: Any, settings: Settings) -> None:
+        self._it, self._perfkit = it, settings
 
-def _timed_iter_call(loader: Any, base_iter: Callable[[Any], Any], settings: Settings) -> Any:
-    """``iter()`` on the DataLoader (where it starts its workers), recorded as ``NAME.data.iter``."""
-    reg = settings.registry or current_registry()
-    parent = (get_cell(None) or new_cell())[0]
-    t0 = reg.clock()
-    failed = True
-    try:
-        it = base_iter(loader)
-        failed = False
-        return it
-    finally:
-        add_record(reg, NODES.child(parent, settings.iter_name), t0, reg.clock(), failed=failed)
+    def __iter__(self) -> _Unwrapped:
+        return self
+
+    def __next__(self) -> Any:
+        settings = self._perfkit
+        data = (
+            record_wait(self._it.__next__, settings.name, settings.registry)
+            if settings.time_wait and SWITCH.on
+            else next(self._it)
+        )
+        return deliver(data, settings.registry) if type(data) is Shipment else data
 
 
 def _instrumented(loader_cls: type[Any], settings: Settings) -> type[Any]:
@@ -247,12 +269,17 @@ def _instrumented(loader_cls: type[Any], settings: Settings) -> type[Any]:
         def __iter__(self: Any) -> Any:
             settings: Settings = self._perfkit
             if settings.time_wait and SWITCH.on:
-                it = _timed_iter_call(self, base.__iter__, settings)
+                it = record_iter(lambda: base.__iter__(self), settings.name, settings.registry)
             else:
                 it = base.__iter__(self)
-            if type(it) not in _ITERATORS.values():
+            if type(it) in _ITERATORS.values():
+                it._perfkit = settings
+                return it
+            try:
                 it.__class__ = _unwrapping(type(it))
-            it._perfkit = self._perfkit
+            except TypeError:  # a generator (a subclass's own loop) cannot change class: wrap it
+                return _Unwrapped(it, settings)
+            it._perfkit = settings
             return it
 
         namespace = {
@@ -272,10 +299,13 @@ def _apply(loader: Any, settings: Settings) -> None:
     if isinstance(init, WorkerInit):
         init = init.user_init
     loader.worker_init_fn = WorkerInit(settings.name, init)
+    collate = loader.collate_fn
+    if collate is not None and not isinstance(collate, ShippingCollate):
+        loader.collate_fn = ShippingCollate(collate, os.getpid())
     loader._perfkit = settings
 
 
-def instrument(
+def instrument_dataloader(
     loader: DataLoader[T], name: str = "loader", *, registry: Registry | None = None, time_wait: bool = False
 ) -> DataLoader[T]:
     """Bring the records made in ``loader``'s worker processes into this process. Returns ``loader``.
@@ -290,17 +320,16 @@ def instrument(
     Call it before the first iteration: persistent workers already started keep their old
     set-up. With ``num_workers=0`` everything runs in this process and is recorded directly.
 
-    >>> import perfkit.torch, torch
+    >>> import torch
     >>> from torch.utils.data import DataLoader
-    >>> loader = perfkit.torch.instrument(DataLoader(list(range(8)), batch_size=4), "train")
+    >>> loader = instrument_dataloader(DataLoader(list(range(8)), batch_size=4), "train")
     >>> [b.tolist() for b in loader]
     [[0, 1, 2, 3], [4, 5, 6, 7]]
     """
-    if not isinstance(loader, DataLoader):
-        raise TypeError(f"loader must be a torch.utils.data.DataLoader, got {loader!r}")
-    name = loader_of(check_name(name))
-    check_registry(registry)
     settings = Settings(name, registry, bool(time_wait))
     _apply(loader, settings)
     loader.__class__ = _instrumented(type(loader), settings)
     return loader
+
+
+os.register_at_fork(after_in_child=LABELLED.clear)  # a process forked from a worker is not labelled yet

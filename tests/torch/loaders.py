@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import torch
 from torch.utils.data import Dataset, IterableDataset
@@ -63,3 +64,33 @@ class ReportsInit(Dataset[int]):
 
     def __getitem__(self, i: int) -> int:
         return INIT_MARK[-1] if INIT_MARK else -1
+
+
+def square(i: int) -> torch.Tensor:
+    """A torchdata map function: one item (5 ms, so that both workers get some), timed as
+    ``getitem`` with a nested section."""
+    with perfkit.section("getitem"), perfkit.section("transform"):
+        time.sleep(0.005)
+        return torch.full((4,), float(i * i))
+
+
+class OwnWorkers(torch.utils.data.DataLoader):  # type: ignore[type-arg]
+    """A DataLoader subclass with a worker loop of its own (a process pool that calls the dataset
+    and the collate function), as LitData's and WebDataset's loaders have: torch's worker loop,
+    its fetcher and ``worker_init_fn`` never run."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        import multiprocessing
+
+        n = len(self.dataset)  # type: ignore[arg-type]
+        chunks = [list(range(i, min(i + self.batch_size, n))) for i in range(0, n, self.batch_size)]  # type: ignore[operator]
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            yield from pool.imap(_OwnBatch(self.dataset, self.collate_fn), chunks)
+
+
+class _OwnBatch:
+    def __init__(self, dataset, collate):  # type: ignore[no-untyped-def]
+        self.dataset, self.collate = dataset, collate
+
+    def __call__(self, indexes):  # type: ignore[no-untyped-def]
+        return self.collate([self.dataset[i] for i in indexes])

@@ -11,6 +11,7 @@ loop's ``_data_source.dataloader``: the loaders are instrumented the moment they
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,10 +19,19 @@ from lightning.pytorch import Trainer
 from torch.utils.data import DataLoader
 
 import perfkit.torch
+from perfkit import PerfkitWarning
 from perfkit.names import loader_setup_series
 from perfkit.stages import StageRecorder
 
 from ._lightning import Undo, data_sources
+
+_warned: set[str] = set()
+
+
+def _warn(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, PerfkitWarning, stacklevel=3)
 
 
 def hook_loaders(trainer: Trainer, recorder: StageRecorder) -> Undo:
@@ -54,8 +64,7 @@ def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> 
     def dataloader() -> Any:
         clock = recorder.registry.clock
         t0 = clock()
-        loaders = request()
-        instrument_all(loaders, stage, recorder.registry)
+        loaders = instrument_all(request(), stage, recorder.registry)
         recorder.record(stage, series, t0, clock())
         return loaders
 
@@ -63,16 +72,29 @@ def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> 
     return dataloader
 
 
-def instrument_all(obj: Any, name: str, registry: perfkit.Registry) -> int:
-    """Instrument every DataLoader in ``obj`` (a loader, a CombinedLoader, lists, dicts); returns how many."""
-    if isinstance(obj, DataLoader):
-        perfkit.torch.instrument(obj, name, registry=registry, time_wait=True)
-        return 1
+def instrument_all(obj: Any, name: str, registry: perfkit.Registry) -> Any:
+    """``obj`` (a loader, a CombinedLoader, lists and dicts of them) with every loader instrumented.
+
+    A DataLoader (any subclass) or a torchdata node is instrumented in place; another iterable is
+    returned wrapped (its wait is timed); what is not iterable is left alone, with one warning
+    naming its type (its data wait is not measured).
+    """
+    if obj is None or isinstance(obj, (str, bytes)):
+        return obj
     flattened = getattr(obj, "flattened", None)  # a CombinedLoader
     if isinstance(flattened, list):
-        return sum(instrument_all(x, name, registry) for x in flattened)
-    if isinstance(obj, Mapping):
-        return sum(instrument_all(x, name, registry) for x in obj.values())
+        obj.flattened = [instrument_all(x, name, registry) for x in flattened]
+        return obj
+    if isinstance(obj, Mapping) and not isinstance(obj, DataLoader):
+        return type(obj)({k: instrument_all(v, name, registry) for k, v in obj.items()})  # type: ignore[call-arg]
     if isinstance(obj, (list, tuple)):
-        return sum(instrument_all(x, name, registry) for x in obj)
-    return 0
+        return type(obj)(instrument_all(x, name, registry) for x in obj)
+    try:
+        return perfkit.torch.instrument(obj, name, registry=registry, time_wait=True)
+    except TypeError:
+        _warn(
+            f"loader:{type(obj).__name__}",
+            f"perfkit: the {name} loader, a {type(obj).__name__}, is not iterable and cannot be timed: its "
+            "data wait is not measured",
+        )
+        return obj

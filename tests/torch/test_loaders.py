@@ -1,0 +1,125 @@
+"""Loaders beyond torch's DataLoader: torchdata's StatefulDataLoader and nodes pipelines, a DataLoader
+subclass with its own workers, plain iterables, and what is not a loader."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from typing import Any
+
+import pytest
+import torch
+
+import perfkit
+import perfkit.torch
+from perfkit import Registry
+from tests.torch.loaders import OwnWorkers, Squares, collate, square
+
+torchdata = pytest.importorskip(
+    "torchdata", reason="torchdata is an optional extra: pip install 'perfkit[torchdata]'"
+)
+METHODS = [m for m in ("fork", "spawn") if m in mp.get_all_start_methods()]
+
+
+def counts(snap: perfkit.Snapshot, *names: str) -> dict[str, int]:
+    return {n: snap[n].count for n in names if n in snap}
+
+
+def epoch(loader: Any, reg: Registry, stop_after: int | None = None) -> perfkit.Snapshot:
+    start = reg.cursor()
+    with perfkit.use_registry(reg):
+        for i, _ in enumerate(perfkit.timed_iter(loader, "train")):
+            if stop_after is not None and i + 1 == stop_after:
+                break
+    return reg.snapshot(since=start)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_stateful_dataloader_every_epoch_and_after_a_resume(method: str) -> None:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make() -> StatefulDataLoader:  # type: ignore[type-arg]
+        loader = StatefulDataLoader(
+            Squares(12), batch_size=3, num_workers=2, collate_fn=collate, multiprocessing_context=method
+        )
+        return perfkit.torch.instrument(loader, "train")  # type: ignore[no-any-return]
+
+    reg = Registry()
+    loader = make()
+    for _ in range(2):
+        snap = epoch(loader, reg)
+        assert counts(snap, "train.data.fetch", "getitem", "transform", "collate") == {
+            "train.data.fetch": 4,
+            "getitem": 12,
+            "transform": 12,
+            "collate": 4,
+        }
+        assert set(snap.by_worker("getitem")) == {0, 1}
+    # stop after 2 of 4 batches, save, and resume in a new loader: the other 2 arrive, with their records
+    it = iter(loader)
+    next(it), next(it)
+    state = loader.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state)
+    snap = epoch(resumed, reg)
+    assert counts(snap, "train.data.fetch", "getitem", "collate") == {
+        "train.data.fetch": 2,
+        "getitem": 6,
+        "collate": 2,
+    }
+
+
+@pytest.mark.parametrize("method", ["process", "thread"])
+def test_a_torchdata_nodes_pipeline_brings_its_workers_records(method: str) -> None:
+    from torchdata.nodes import Batcher, IterableWrapper, Loader, ParallelMapper
+
+    node = ParallelMapper(
+        IterableWrapper(range(12)),
+        map_fn=square,
+        num_workers=2,
+        method=method,
+        multiprocessing_context="fork",
+    )  # type: ignore[arg-type]
+    loader = perfkit.torch.instrument(Loader(Batcher(node, batch_size=3)), "train")
+    reg = Registry()
+    for _ in range(2):
+        snap = epoch(loader, reg)
+        assert counts(snap, "train.data.fetch", "getitem", "transform", "train.data.wait") == {
+            "train.data.fetch": 12,  # one per item mapped
+            "getitem": 12,
+            "transform": 12,
+            "train.data.wait": 4,
+        }
+        workers = {w for w in snap.by_worker("getitem") if w is not None}
+        assert len(workers) == 2, snap.by_worker("getitem")
+        assert snap.tree[("train.data.fetch", "getitem", "transform")].count == 12
+
+
+def test_a_dataloader_subclass_with_its_own_workers() -> None:
+    loader = perfkit.torch.instrument(OwnWorkers(Squares(12), batch_size=3, collate_fn=collate), "train")
+    reg = Registry()
+    snap = epoch(loader, reg)
+    batches = [b for b in loader]
+    assert all(isinstance(b, torch.Tensor) for b in batches)  # the records never reach the user
+    assert counts(snap, "getitem", "transform", "collate", "train.data.wait") == {
+        "getitem": 12,
+        "transform": 12,
+        "collate": 4,
+        "train.data.wait": 4,
+    }
+    assert None not in snap.by_worker("getitem")  # made in the pool's processes, labelled as workers
+
+
+def test_a_plain_iterable_gets_its_data_wait_only() -> None:
+    reg = Registry()
+    loader = perfkit.torch.instrument([torch.zeros(2)] * 5, "val", registry=reg, time_wait=True)
+    assert len(loader) == 5
+    assert len(list(loader)) == 5
+    snap = reg.snapshot()
+    assert counts(snap, "val.data.wait", "val.data.iter") == {"val.data.wait": 5, "val.data.iter": 1}
+
+
+def test_what_is_not_a_loader_is_refused_naming_what_is_supported() -> None:
+    with pytest.raises(
+        TypeError, match=r"loader must be a torch DataLoader .* or any iterable; got 42 of type int"
+    ):
+        perfkit.torch.instrument(42, "train")
