@@ -98,7 +98,7 @@ def test_a_dataloader_subclass_with_its_own_workers() -> None:
     loader = perfkit.torch.instrument(OwnWorkers(Squares(12), batch_size=3, collate_fn=collate), "train")
     reg = Registry()
     snap = epoch(loader, reg)
-    batches = [b for b in loader]
+    batches = list(loader)
     assert all(isinstance(b, torch.Tensor) for b in batches)  # the records never reach the user
     assert counts(snap, "getitem", "transform", "collate", "train.data.wait") == {
         "getitem": 12,
