@@ -1,0 +1,153 @@
+"""``analyze_ranks``: the traces of a distributed run's ranks side by side, and the straggler.
+
+Each trace file of the directory is analysed in turn and only its summary kept, so memory
+stays at one trace's tables. In collective training the fast ranks wait for the slow one inside
+the collectives, so their step times converge; a rank's *work* per step is therefore its step
+time minus its exposed communication (communication kernels with no compute kernel beside
+them, mostly that waiting). The straggler is the rank with the most work per step, when it
+exceeds the median of the others by ``STRAGGLER_MIN_EXCESS``; what makes it slow is the phase
+and the device kernels whose time per step exceeds the others' median most.
+
+    r = analyze_ranks("traces/")     # rank-0.json.gz, rank-1.json.gz, ...
+    r.straggler.rank, r.straggler.causes[0]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ._analysis import analyze_trace, check_top_k
+from ._phases import ALL_PHASES
+from ._results import TraceAnalysis
+
+STRAGGLER_MIN_EXCESS = 0.01  # of the others' median work per step
+CAUSES = 3  # causes named for the straggler
+_CAUSE_POOL = 50  # kernels per rank compared when looking for the causes
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A phase or device kernel whose time per step on the straggler exceeds the other ranks' median."""
+
+    kind: str  # "phase" or "kernel"
+    name: str
+    rank_us: float
+    others_us: float
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank that makes the others wait: its work per step against the others' median."""
+
+    rank: int
+    path: str
+    work_us: float
+    others_work_us: float
+    causes: tuple[Cause, ...]
+
+    @property
+    def excess(self) -> float:
+        return self.work_us / self.others_work_us - 1 if self.others_work_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class RanksAnalysis:
+    """Every rank's :class:`TraceAnalysis` (in rank order) and the straggler, if one stands out."""
+
+    directory: str
+    ranks: tuple[TraceAnalysis, ...]
+    straggler: Straggler | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"directory": self.directory, "ranks": [a.to_dict() for a in self.ranks]}
+        out["straggler"] = None if self.straggler is None else asdict(self.straggler)
+        return out
+
+
+def analyze_ranks(directory: str | os.PathLike[str], *, top_k: int = 10) -> RanksAnalysis:
+    """Analyse every trace file (``*.json``, ``*.json.gz``) of ``directory``, one at a time.
+
+    A rank is the trace's ``distributedInfo.rank``, else a ``rank-N`` in the file name, else
+    the file's position. Raises ``ValueError`` for a directory without traces.
+    """
+    check_top_k(top_k)
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"not a directory: {str(folder)!r}")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
+    if not files:
+        raise ValueError(f"no trace files (*.json, *.json.gz) in {str(folder)!r}")
+    analyses = []
+    for i, path in enumerate(files):
+        a = analyze_trace(path, top_k=max(top_k, _CAUSE_POOL))
+        analyses.append(replace(a, rank=a.rank if a.rank is not None else _rank_from_name(path, i)))
+    analyses.sort(key=lambda a: (a.rank, a.path))
+    straggler = find_straggler(analyses)
+    return RanksAnalysis(str(folder), tuple(_trim(a, top_k) for a in analyses), straggler)
+
+
+def _rank_from_name(path: Path, position: int) -> int:
+    found = _RANK_IN_NAME.search(path.name)
+    return int(found.group(1)) if found and len(found.group(1)) < 10 else position
+
+
+def _trim(a: TraceAnalysis, top_k: int) -> TraceAnalysis:
+    return replace(a, top_cpu_ops=a.top_cpu_ops[:top_k], top_cuda_kernels=a.top_cuda_kernels[:top_k])
+
+
+def work_per_step(a: TraceAnalysis) -> float:
+    """Step time minus exposed communication, per step (µs)."""
+    exposed = 0.0 if a.comm is None else a.comm.comm_us - a.comm.overlap_us
+    return (a.span_us - exposed) / max(a.step_count, 1)
+
+
+def find_straggler(ranks: Sequence[TraceAnalysis]) -> Straggler | None:
+    """The rank whose work per step exceeds the others' median most, if by ``STRAGGLER_MIN_EXCESS``."""
+    if len(ranks) < 2:
+        return None
+    slow = max(ranks, key=work_per_step)
+    others = [a for a in ranks if a is not slow]
+    median = statistics.median(work_per_step(a) for a in others)
+    if work_per_step(slow) <= median * (1 + STRAGGLER_MIN_EXCESS):
+        return None
+    assert slow.rank is not None
+    return Straggler(slow.rank, slow.path, work_per_step(slow), median, _causes(slow, others))
+
+
+def _causes(slow: TraceAnalysis, others: Sequence[TraceAnalysis]) -> tuple[Cause, ...]:
+    phases = [
+        _cause("phase", p, slow, others, lambda a, p=p: a.phases.us(p))  # type: ignore[misc]
+        for p in ALL_PHASES
+    ]
+    names = {k.name for k in slow.top_cuda_kernels}
+    kernels = [_cause("kernel", n, slow, others, lambda a, n=n: _kernel_us(a, n)) for n in names]  # type: ignore[misc]
+    top_phase = sorted((c for c in phases if c.rank_us > c.others_us), key=_excess, reverse=True)[:1]
+    top_kernels = sorted((c for c in kernels if c.rank_us > c.others_us), key=_excess, reverse=True)
+    return (*top_phase, *top_kernels[: CAUSES - len(top_phase)])
+
+
+def _cause(
+    kind: str,
+    name: str,
+    slow: TraceAnalysis,
+    others: Sequence[TraceAnalysis],
+    us: Callable[[TraceAnalysis], float],
+) -> Cause:
+    per_step = [us(a) / max(a.step_count, 1) for a in others]
+    return Cause(kind, name, us(slow) / max(slow.step_count, 1), statistics.median(per_step))
+
+
+def _kernel_us(a: TraceAnalysis, name: str) -> float:
+    return sum(k.total_us for k in a.top_cuda_kernels if k.name == name)
+
+
+def _excess(c: Cause) -> float:
+    return c.rank_us - c.others_us

@@ -1,0 +1,34 @@
+"""The small words of trace text: the line prefix, phase labels, durations, sizes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._units import format_seconds
+from ._phases import ALL_PHASES
+
+PREFIX = "[Profiler]"
+LABELS = dict(zip(ALL_PHASES, ("dataloader", "forward", "backward", "optimizer", "unaccounted"), strict=True))
+
+
+def prefixed(lines: Sequence[str]) -> str:
+    """``lines`` joined, each after ``PREFIX`` (so a log can be searched for them)."""
+    return "\n".join(f"{PREFIX} {line}" for line in lines)
+
+
+def us(value: float) -> str:
+    """µs as a readable duration: ``us(1500.0)`` -> ``"1.50 ms"``."""
+    return format_seconds(value / 1e6)
+
+
+def signed(value: float) -> str:
+    """µs with its sign: ``signed(-20.0)`` -> ``"-20.0 µs"``."""
+    return ("+" if value >= 0 else "-") + format_seconds(abs(value) / 1e6)
+
+
+def bytes_text(n: float) -> str:
+    """``12_300_000`` -> ``"12.3 MB"``."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
