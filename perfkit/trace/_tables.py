@@ -119,10 +119,9 @@ class TraceTables:
         mark = self._mark(name, annotation)
         if mark is not None:
             _ranges(self.marks, thread).add(ts, dur, mark)
-        if annotation:
-            _ranges(self.annotations, thread).add(ts, dur, self.name_id(name))
-        elif not name.startswith(MARK_PREFIX):  # perfkit's marks are phases, not work
-            _ranges(self.ops, thread).add(ts, dur, self.name_id(name))
+        if name.startswith(MARK_PREFIX):  # perfkit's marks are phases, neither work nor the user's
+            return
+        _ranges(self.annotations if annotation else self.ops, thread).add(ts, dur, self.name_id(name))
 
     def _mark(self, name: str, annotation: bool) -> int | None:
         key = (name, annotation)
