@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 def _add_analyze(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "analyze",
-        help="summarise a torch.profiler Chrome trace (.json or .json.gz), or a directory of one trace per rank",
+        help="summarise a torch.profiler Chrome trace (.json or .json.gz) or a directory of one per rank",
     )
     p.add_argument("trace", metavar="TRACE_OR_DIR")
     _add_output_options(p)

@@ -162,10 +162,11 @@ class _Buffer:
             try:
                 value, end = self._decoder.raw_decode(self._text, self._pos)
             except json.JSONDecodeError as exc:
+                where = exc.pos - self._pos  # from the cursor, which a failed refill moves to 0
                 cut = exc.pos >= len(self._text) - _EDGE_CHARS or exc.msg.startswith("Unterminated string")
                 if cut and self._fill():
                     continue
-                raise self.error(f"not valid JSON ({exc.msg})", exc.pos) from None
+                raise self.error(f"not valid JSON ({exc.msg})", self._pos + where) from None
             except RecursionError:  # the C decoder recurses once per level of [ or {
                 raise self.error("nested too deeply to decode") from None
             except ValueError as exc:  # e.g. an integer past Python's digit limit

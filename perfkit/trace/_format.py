@@ -14,6 +14,7 @@ table has at most ``top_k`` rows (the analysis holds no more) and shortens names
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from .._units import plural
@@ -47,14 +48,18 @@ def format_analysis(
         lines.append("Sections: " + ", ".join(f"{s.name} {s.share:.1%}" for s in a.sections))
     if a.skipped:
         lines.append("Skipped: " + "; ".join(f"{plural(s.count, 'event')}: {s.reason}" for s in a.skipped))
-    lines += findings_lines([f.message for f in a.findings])
+    lines += findings_lines([f.message for f in a.findings], w + 2)
     return prefixed(lines)
 
 
-def findings_lines(messages: Sequence[str]) -> list[str]:
+def findings_lines(messages: Sequence[str], width: int) -> list[str]:
+    """One finding per item, wrapped to ``width``."""
     if not messages:
         return ["Bottlenecks: none found"]
-    return ["Bottlenecks:", *(f"  - {m}" for m in messages)]
+    wrap = [
+        textwrap.wrap(m, max(20, width), initial_indent="  - ", subsequent_indent="    ") for m in messages
+    ]
+    return ["Bottlenecks:", *(line for lines in wrap for line in lines)]
 
 
 def _steps(count: int) -> str:

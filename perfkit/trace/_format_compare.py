@@ -96,7 +96,7 @@ def format_ranks(ranks: RanksAnalysis, *, width: int | None = None) -> str:
         lines += _straggler(r.straggler, w)
     lines += _top_kernels(r.ranks, w)
     messages = [f"rank {a.rank}: {f.message}" for a in r.ranks for f in a.findings]
-    return prefixed([*lines, *findings_lines(messages)])
+    return prefixed([*lines, *findings_lines(messages, w + 2)])
 
 
 def _rank_row(a: TraceAnalysis) -> list[str]:

@@ -150,7 +150,7 @@ def _innermost(marks: Iterable[Mark]) -> Iterator[Mark]:
     without nesting are tolerated: ended marks leave the stack lazily, and the next boundary
     comes from a heap of the open marks' ends. Iterative: any depth of nesting.
     """
-    stack: list[tuple[float, int]] = []  # (end, code) of open marks, latest started on top
+    stack: list[_Open] = []  # open marks, latest started on top
     open_ends: list[float] = []
     rows = iter(marks)
     nxt = next(rows, None)
@@ -158,24 +158,38 @@ def _innermost(marks: Iterable[Mark]) -> Iterator[Mark]:
     while nxt is not None or open_ends:
         next_start = nxt[0] if nxt is not None else float("inf")
         t_next = min(next_start, open_ends[0]) if open_ends else next_start
-        while stack and stack[-1][0] <= t:
+        while stack and stack[-1].end <= t:
             stack.pop()
         if stack and t_next > t:
-            yield t, t_next, stack[-1][1]
+            yield t, t_next, stack[-1].code_at(t)
         t = t_next
         while open_ends and open_ends[0] <= t:
             heapq.heappop(open_ends)
         while nxt is not None and nxt[0] <= t:
-            while stack and stack[-1][0] <= t:
+            while stack and stack[-1].end <= t:
                 stack.pop()
-            stack.append((nxt[1], _credit(stack[-1][1], nxt[2]) if stack else nxt[2]))
+            stack.append(_Open(nxt[1], nxt[2], stack[-1] if stack else None, t))
             heapq.heappush(open_ends, nxt[1])
             nxt = next(rows, None)
 
 
-def _credit(outer: int, inner: int) -> int:
-    """The code a mark nested in ``outer`` runs under: the outer one's when it marks the same phase
-    and is at least as trusted (``DistributedDataParallel.forward`` inside ``## forward ##`` is the
-    annotation's forward), else its own."""
-    (p_out, s_out, _), (p_in, s_in, _) = unpack(outer), unpack(inner)
-    return outer if p_out == p_in and s_out >= s_in else inner
+class _Open:
+    """An open mark, and whose time it is while the mark around it lasts.
+
+    Nested in a mark of the same phase that is at least as trusted, its time is the outer mark's
+    (``DistributedDataParallel.forward`` inside ``## forward ##`` is the annotation's forward),
+    but only until that one ends; then it is its own again.
+    """
+
+    __slots__ = ("code", "credit", "end", "until")
+
+    def __init__(self, end: float, code: int, outer: _Open | None, t: float) -> None:
+        self.end, self.code, self.credit, self.until = end, code, code, t
+        if outer is not None:
+            around = outer.code_at(t)
+            (p_out, s_out, _), (p_in, s_in, _) = unpack(around), unpack(code)
+            if p_out == p_in and s_out >= s_in:
+                self.credit, self.until = around, outer.until if t < outer.until else outer.end
+
+    def code_at(self, t: float) -> int:
+        return self.credit if t < self.until else self.code

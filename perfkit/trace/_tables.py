@@ -39,6 +39,8 @@ LAUNCH_CATEGORIES = frozenset(
     {"cuda_runtime", "runtime", "cuda_driver", "mtia_runtime", "privateuse1_runtime"}
 )
 COMM_KERNEL = re.compile(r"(?i)(?:^|[^a-z])[rh]?nccl|(?:^|[^a-z])hccl")
+MAX_US = 2.0**62  # no real time stamp or duration comes near
+MAX_BYTES = 2.0**62
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia"}
 
 
@@ -188,14 +190,20 @@ def read_tables(path: str | os.PathLike[str]) -> TraceTables:
 
 
 def _time(event: dict[str, Any], key: str, tables: TraceTables, default: float | None = None) -> float | None:
-    """``event[key]`` as a finite float, or None after counting why it is not one."""
+    """``event[key]`` in µs as a float, or None after counting why it is not one.
+
+    Past ``MAX_US`` (146,000 years) a time is corrupt; the bound keeps every sum of times finite.
+    """
     value = event.get(key, default)
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         tables.skip(f"{key} not a number")
         return None
     number = _finite(value)
-    if number is None:
-        tables.skip(f"{key} not finite")
+    if number is None or abs(number) >= MAX_US:
+        tables.skip(
+            f"{key} not finite" if number is None and not isinstance(value, int) else f"{key} out of range"
+        )
+        return None
     return number
 
 
@@ -213,7 +221,7 @@ def _finite(value: object) -> float | None:
 def _bytes(value: object) -> float | None:
     """A byte count or delta; None when absent or past any real size (so sums stay finite)."""
     number = _finite(value)
-    return number if number is not None and abs(number) < 2.0**62 else None
+    return number if number is not None and abs(number) < MAX_BYTES else None
 
 
 def _is_count(value: object) -> TypeGuard[int]:

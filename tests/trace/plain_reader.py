@@ -174,7 +174,7 @@ def _top_op(cpu: dict[Thread, list[tuple[str, str, float, float, float]]]) -> tu
         stack: list[list[Any]] = []  # [end, name, duration, children]
         for a, neg, _, name in sorted(ops):
             while stack and a >= stack[-1][0]:
-                end, n, d, kids = stack.pop()
+                _, n, d, kids = stack.pop()
                 self_us[n] += max(0.0, d - kids)
             if stack:
                 stack[-1][3] += -neg
