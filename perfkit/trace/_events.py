@@ -109,7 +109,7 @@ def _array(buf: _Buffer, *, closed: bool) -> Iterator[Any]:
         if c == ",":
             buf.advance()
             continue
-        yield buf.decode()
+        yield buf.decode(peeked=True)
     buf.advance()
 
 
@@ -155,9 +155,10 @@ class _Buffer:
     def advance(self) -> None:
         self._pos += 1
 
-    def decode(self) -> Any:
-        """The JSON value after white space at the cursor."""
-        self.peek()
+    def decode(self, *, peeked: bool = False) -> Any:
+        """The JSON value after white space at the cursor (``peeked``: the cursor is on it already)."""
+        if not peeked:
+            self.peek()
         while True:
             try:
                 value, end = self._decoder.raw_decode(self._text, self._pos)

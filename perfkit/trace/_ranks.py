@@ -100,7 +100,15 @@ def _rank_from_name(path: Path, position: int) -> int:
 
 
 def _trim(a: TraceAnalysis, top_k: int) -> TraceAnalysis:
-    return replace(a, top_cpu_ops=a.top_cpu_ops[:top_k], top_cuda_kernels=a.top_cuda_kernels[:top_k])
+    """``a`` with ``top_k`` rows per table (it was analysed with more, to compare kernels across ranks)."""
+    return replace(
+        a,
+        top_cpu_ops=a.top_cpu_ops[:top_k],
+        top_cuda_kernels=a.top_cuda_kernels[:top_k],
+        transfers=a.transfers[:top_k],
+        annotations=a.annotations[:top_k],
+        idle=a.idle[: top_k + 1],
+    )
 
 
 def work_per_step(a: TraceAnalysis) -> float:
@@ -123,12 +131,9 @@ def find_straggler(ranks: Sequence[TraceAnalysis]) -> Straggler | None:
 
 
 def _causes(slow: TraceAnalysis, others: Sequence[TraceAnalysis]) -> tuple[Cause, ...]:
-    phases = [
-        _cause("phase", p, slow, others, lambda a, p=p: a.phases.us(p))  # type: ignore[misc]
-        for p in ALL_PHASES
-    ]
-    names = {k.name for k in slow.top_cuda_kernels}
-    kernels = [_cause("kernel", n, slow, others, lambda a, n=n: _kernel_us(a, n)) for n in names]  # type: ignore[misc]
+    """The phase, then the kernels, whose time per step exceeds the others' median most."""
+    phases = [_cause("phase", p, slow, others, _phase_us) for p in ALL_PHASES]
+    kernels = [_cause("kernel", n, slow, others, _kernel_us) for n in {k.name for k in slow.top_cuda_kernels}]
     top_phase = sorted((c for c in phases if c.rank_us > c.others_us), key=_excess, reverse=True)[:1]
     top_kernels = sorted((c for c in kernels if c.rank_us > c.others_us), key=_excess, reverse=True)
     return (*top_phase, *top_kernels[: CAUSES - len(top_phase)])
@@ -139,10 +144,14 @@ def _cause(
     name: str,
     slow: TraceAnalysis,
     others: Sequence[TraceAnalysis],
-    us: Callable[[TraceAnalysis], float],
+    us: Callable[[TraceAnalysis, str], float],
 ) -> Cause:
-    per_step = [us(a) / max(a.step_count, 1) for a in others]
-    return Cause(kind, name, us(slow) / max(slow.step_count, 1), statistics.median(per_step))
+    per_step = [us(a, name) / max(a.step_count, 1) for a in others]
+    return Cause(kind, name, us(slow, name) / max(slow.step_count, 1), statistics.median(per_step))
+
+
+def _phase_us(a: TraceAnalysis, phase: str) -> float:
+    return a.phases.us(phase)
 
 
 def _kernel_us(a: TraceAnalysis, name: str) -> float:

@@ -90,7 +90,8 @@ class TraceTables:
             self._add_memory(event)
 
     def _add_range(self, event: dict[str, Any]) -> None:
-        ts, dur = _time(event, "ts", self), _time(event, "dur", self, 0.0)
+        ts = _time(event, "ts", self)
+        dur = None if ts is None else _time(event, "dur", self, 0.0)  # an event is counted once
         if ts is None or dur is None:
             return
         if dur < 0:
@@ -195,6 +196,8 @@ def _time(event: dict[str, Any], key: str, tables: TraceTables, default: float |
     Past ``MAX_US`` (146,000 years) a time is corrupt; the bound keeps every sum of times finite.
     """
     value = event.get(key, default)
+    if (type(value) is float or type(value) is int) and -MAX_US < value < MAX_US:  # nearly every event
+        return float(value)
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         tables.skip(f"{key} not a number")
         return None

@@ -108,7 +108,8 @@ def test_the_json_of_a_directory_is_strict_json(tmp_path: Path) -> None:
     r = analyze_ranks(write_ranks(tmp_path / "run", {0: (100, 80), 1: (150, 30)}), top_k=1)
     data = json.loads(json.dumps(r.to_dict(), allow_nan=False))
     assert data["straggler"]["rank"] == 1
-    assert [len(a["top_cuda_kernels"]) for a in data["ranks"]] == [1, 1]
+    for a in data["ranks"]:
+        assert [len(a[k]) for k in ("top_cpu_ops", "top_cuda_kernels", "annotations", "idle")] == [1, 1, 1, 2]
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"the shared real traces are not in {REAL.parent}")
