@@ -27,6 +27,7 @@ GPU_BUSY_MAX_SHARE = 0.50  # of step time, when the trace has device activity
 HOST_WAIT_MIN_SHARE = 0.50  # of the device's idle time, to say that it waits for the CPU
 OPTIMIZER_MIN_SHARE = 0.30  # of step time
 UNACCOUNTED_MIN_SHARE = 0.40  # of step time
+NAMED_MIN_PART = 0.25  # of the unaccounted time, for the annotation holding it to be named
 EXPOSED_COMM_MIN_SHARE = 0.20  # of step time: communication with no compute kernel beside it
 
 
@@ -105,7 +106,10 @@ def _unaccounted(a: TraceAnalysis) -> Iterable[Finding]:
     if untracked < UNACCOUNTED_MIN_SHARE:
         return
     text = f"{untracked:.1%} of step time is outside any phase mark"
-    inside = [s for s in a.phase_sources if s.phase == "unaccounted"]
+    # Name the annotation holding the unaccounted time only when it holds a good part of it.
+    inside = [
+        s for s in a.phase_sources if s.phase == "unaccounted" and s.share >= untracked * NAMED_MIN_PART
+    ]
     if inside:
         text += f", {inside[0].share:.1%} of step time inside {inside[0].name!r}"
     if not any(s.phase == "forward" for s in a.phase_sources):

@@ -144,7 +144,7 @@ def _sources(tables: TraceTables, main: object, split: Split, span_us: float) ->
             rows.append(PhaseSource(PHASES[phase], SOURCES[source], name, us, _share(us, span_us)))
     gaps = unaccounted_annotations(tables, main, split.unaccounted)  # type: ignore[arg-type]
     for name, us in gaps[:SOURCE_NAMES_PER_PHASE]:
-        rows.append(PhaseSource("unaccounted", "user annotation", name, us, _share(us, span_us)))
+        rows.append(PhaseSource("unaccounted", "annotation", name, us, _share(us, span_us)))
     return tuple(rows)
 
 

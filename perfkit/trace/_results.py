@@ -147,8 +147,8 @@ class PhaseSource:
     """Time of a phase credited to one mark: the mark's name and where it came from.
 
     ``source`` is one of ``_phases.SOURCES`` ("perfkit", "user annotation", "Lightning", "torch",
-    "autograd thread"); for phase ``"unaccounted"`` the name is an annotation that no phase
-    mark covers, and ``us`` the unaccounted time inside it.
+    "autograd thread"); for phase ``"unaccounted"`` the source is ``"annotation"``, the name an
+    annotation that marks no phase, and ``us`` the unaccounted time inside it.
     """
 
     phase: str
