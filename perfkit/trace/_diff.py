@@ -98,6 +98,15 @@ def diff_traces(
     """Compare two traces per step: phases, ops and kernels that grew, shrank, appeared or vanished.
 
     ``perfkit diff before.json.gz after.json.gz`` prints the same comparison.
+
+    >>> import json, os, tempfile
+    >>> def write(name, dur):
+    ...     op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "name": "aten::mm", "ts": 0, "dur": dur}
+    ...     path = os.path.join(tempfile.mkdtemp(), name)
+    ...     _ = open(path, "w").write(json.dumps({"traceEvents": [op]}))
+    ...     return path
+    >>> diff_traces(write("a.json", 10), write("b.json", 30)).ops.grown
+    (TimeChange(name='aten::mm', before_us=10.0, after_us=30.0, change_us=20.0),)
     """
     check_top_k(top_k)
     a, b = analyze_trace(path_a, top_k=sys.maxsize), analyze_trace(path_b, top_k=sys.maxsize)

@@ -21,9 +21,7 @@ from .._units import plural
 from ._phases import ALL_PHASES
 from ._results import TraceAnalysis
 from ._text import table, terminal_width
-from ._words import LABELS, PREFIX, bytes_text, prefixed, us
-
-_ROOM = len(PREFIX) + 3  # the prefix, its space and a table's indent
+from ._words import LABELS, ROOM, bytes_text, prefixed, us
 
 
 def format_analysis(
@@ -33,7 +31,7 @@ def format_analysis(
 
     Lines for devices, memory, annotations and sections appear only when the trace has them.
     """
-    a, w = analysis, (width or terminal_width()) - _ROOM
+    a, w = analysis, (width or terminal_width()) - ROOM
     lines = [
         f"Trace: {trace_path or a.path} ({a.event_count:,} events, {_steps(a.step_count)}, {us(a.span_us)})"
     ]

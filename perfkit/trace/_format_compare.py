@@ -16,15 +16,14 @@ from ._phases import ALL_PHASES
 from ._ranks import RanksAnalysis, Straggler, work_per_step
 from ._results import TraceAnalysis
 from ._text import table, terminal_width
-from ._words import LABELS, prefixed, signed, us
+from ._words import LABELS, ROOM, prefixed, signed, us
 
-_ROOM = 14  # the prefix, its space and a table's indent
 _SHORT = ("data", "fwd", "bwd", "opt", "unacc")  # ALL_PHASES in a table header
 
 
 def format_diff(diff: TraceDiff, *, width: int | None = None) -> str:
     """``diff`` as ``[Profiler]`` lines: step time, the phases either side has, ops and kernels that moved."""
-    d, w = diff, (width or terminal_width()) - _ROOM
+    d, w = diff, (width or terminal_width()) - ROOM
     change = (d.after_step_us / d.before_step_us - 1) if d.before_step_us > 0 else 0.0
     lines = [
         f"Diff: {d.before} ({_steps(d.before_steps)}) -> {d.after} ({_steps(d.after_steps)}):"
@@ -85,7 +84,7 @@ def _change_row(status: str, x: TimeChange) -> list[str]:
 
 def format_ranks(ranks: RanksAnalysis, *, width: int | None = None) -> str:
     """One row per rank (step time, phases, device), the straggler and why, top kernels over the ranks."""
-    r, w = ranks, (width or terminal_width()) - _ROOM
+    r, w = ranks, (width or terminal_width()) - ROOM
     lines = [f"Ranks: {r.directory} ({len(r.ranks)} traces)"]
     rows = [_rank_row(a) for a in r.ranks]
     heads = ["rank", "steps", "step", "work", *_SHORT, "busy", "overlap", "top kernel"]

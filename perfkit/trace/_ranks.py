@@ -77,6 +77,18 @@ def analyze_ranks(directory: str | os.PathLike[str], *, top_k: int = 10) -> Rank
 
     A rank is the trace's ``distributedInfo.rank``, else a ``rank-N`` in the file name, else
     the file's position. Raises ``ValueError`` for a directory without traces.
+
+    >>> import json, os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> for rank, gemm in ((0, 50), (1, 80)):  # then an all-reduce waits for the slower rank
+    ...     step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 100}
+    ...     work = {"ph": "X", "cat": "kernel", "tid": 7, "name": "gemm", "ts": 0, "dur": gemm}
+    ...     wait = {"ph": "X", "cat": "kernel", "tid": 9, "name": "ncclKernel", "ts": gemm, "dur": 100 - gemm}
+    ...     text = json.dumps({"traceEvents": [step, work, wait]})
+    ...     _ = open(os.path.join(folder, f"rank-{rank}.json"), "w").write(text)
+    >>> r = analyze_ranks(folder)
+    >>> r.straggler.rank, r.straggler.work_us, r.straggler.causes[0]
+    (1, 80.0, Cause(kind='kernel', name='gemm', rank_us=80.0, others_us=50.0))
     """
     check_top_k(top_k)
     folder = Path(directory)

@@ -8,6 +8,7 @@ from .._units import format_seconds
 from ._phases import ALL_PHASES
 
 PREFIX = "[Profiler]"
+ROOM = len(PREFIX) + 3  # what a table row gives up to the prefix, its space and the table's indent
 LABELS = dict(zip(ALL_PHASES, ("dataloader", "forward", "backward", "optimizer", "unaccounted"), strict=True))
 
 
