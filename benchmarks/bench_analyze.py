@@ -48,7 +48,7 @@ d = tempfile.mkdtemp()
 os.symlink(sys.argv[1], os.path.join(d, os.path.basename(sys.argv[1])))
 t = TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
 t.get_temporal_breakdown(visualize=False)
-t.get_idle_time_breakdown(visualize=False)
+t.get_idle_time_breakdown(ranks=list(t.t.get_all_traces()), visualize=False)  # the trace's rank, not 0
 shutil.rmtree(d)
 """
 
