@@ -21,7 +21,7 @@ from .._units import plural
 from ._phases import ALL_PHASES
 from ._results import TraceAnalysis
 from ._text import table, terminal_width
-from ._words import LABELS, ROOM, bytes_text, prefixed, us
+from ._words import LABELS, ROOM, bytes_text, prefixed, steps_text, us
 
 
 def format_analysis(
@@ -32,9 +32,8 @@ def format_analysis(
     Lines for devices, memory, annotations and sections appear only when the trace has them.
     """
     a, w = analysis, (width or terminal_width()) - ROOM
-    lines = [
-        f"Trace: {trace_path or a.path} ({a.event_count:,} events, {_steps(a.step_count)}, {us(a.span_us)})"
-    ]
+    counts = f"{a.event_count:,} events, {steps_text(a.step_count)}, {us(a.span_us)}"
+    lines = [f"Trace: {trace_path or a.path} ({counts})"]
     lines.append("Summary: " + ", ".join(f"{LABELS[p]} {a.phases.share(p):.1%}" for p in ALL_PHASES))
     lines += _sources(a, w) + _device(a, w) + _ops(a, w) + _kernels(a, w) + _annotations(a, w)
     if a.memory:
@@ -58,10 +57,6 @@ def findings_lines(messages: Sequence[str], width: int) -> list[str]:
         textwrap.wrap(m, max(20, width), initial_indent="  - ", subsequent_indent="    ") for m in messages
     ]
     return ["Bottlenecks:", *(line for lines in wrap for line in lines)]
-
-
-def _steps(count: int) -> str:
-    return plural(count, "step") if count else "no steps"
 
 
 def _peak(device: str, allocated: int, reserved: int, source: str) -> str:

@@ -16,7 +16,7 @@ from ._phases import ALL_PHASES
 from ._ranks import RanksAnalysis, Straggler, work_per_step
 from ._results import TraceAnalysis
 from ._text import table, terminal_width
-from ._words import LABELS, ROOM, prefixed, signed, us
+from ._words import LABELS, ROOM, prefixed, signed, steps_text, us
 
 _SHORT = ("data", "fwd", "bwd", "opt", "unacc")  # ALL_PHASES in a table header
 
@@ -26,7 +26,7 @@ def format_diff(diff: TraceDiff, *, width: int | None = None) -> str:
     d, w = diff, (width or terminal_width()) - ROOM
     change = (d.after_step_us / d.before_step_us - 1) if d.before_step_us > 0 else 0.0
     lines = [
-        f"Diff: {d.before} ({_steps(d.before_steps)}) -> {d.after} ({_steps(d.after_steps)}):"
+        f"Diff: {d.before} ({steps_text(d.before_steps)}) -> {d.after} ({steps_text(d.after_steps)}):"
         f" {us(d.before_step_us)} -> {us(d.after_step_us)} per step ({change:+.1%})"
     ]
     marked = [p for p in d.phases if p.phase != "unaccounted" and (p.before_us > 0 or p.after_us > 0)]
@@ -55,10 +55,6 @@ def format_diff(diff: TraceDiff, *, width: int | None = None) -> str:
         ]
         lines.append("Sections that grew per step: " + ", ".join(sections))
     return prefixed(lines)
-
-
-def _steps(count: int) -> str:
-    return f"{count:,} step{'' if count == 1 else 's'}" if count else "no steps"
 
 
 def _changes(title: str, what: str, c: Changes, floor: float, width: int) -> list[str]:

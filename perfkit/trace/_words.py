@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._units import format_seconds
+from .._units import format_seconds, plural
 from ._phases import ALL_PHASES
 
 PREFIX = "[Profiler]"
@@ -15,6 +15,11 @@ LABELS = dict(zip(ALL_PHASES, ("dataloader", "forward", "backward", "optimizer",
 def prefixed(lines: Sequence[str]) -> str:
     """``lines`` joined, each after ``PREFIX`` (so a log can be searched for them)."""
     return "\n".join(f"{PREFIX} {line}" for line in lines)
+
+
+def steps_text(count: int) -> str:
+    """``"1 step"``, ``"1,200 steps"``, ``"no steps"``."""
+    return plural(count, "step") if count else "no steps"
 
 
 def us(value: float) -> str:
