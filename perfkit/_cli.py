@@ -1,6 +1,7 @@
 """The ``perfkit`` command line: one small function per subcommand registers its parser.
 
     perfkit analyze profiler_traces/train_epoch1.pt.trace.json.gz --top-k 5
+    perfkit analyze traces_of_all_ranks/ --json
     perfkit diff before.pt.trace.json.gz after.pt.trace.json.gz --json
     perfkit report lightning_logs/version_0/perfkit -o report.html
     perfkit summary lightning_logs/version_0 --json
@@ -53,22 +54,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _add_analyze(subparsers: Subparsers) -> None:
-    p = subparsers.add_parser("analyze", help="summarise a torch.profiler Chrome trace (.json or .json.gz)")
-    p.add_argument("trace", metavar="TRACE")
+    p = subparsers.add_parser(
+        "analyze",
+        help="summarise a torch.profiler Chrome trace (.json or .json.gz) or a directory of one per rank",
+    )
+    p.add_argument("trace", metavar="TRACE_OR_DIR")
     _add_output_options(p)
     p.set_defaults(run=_analyze)
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from .trace import analyze_trace, format_analysis
+    from pathlib import Path
 
+    from .trace import analyze_ranks, analyze_trace, format_analysis, format_ranks
+
+    if Path(args.trace).is_dir():
+        ranks = analyze_ranks(args.trace, top_k=args.top_k)
+        print(_json(ranks.to_dict()) if args.json else format_ranks(ranks))
+        return 0
     analysis = analyze_trace(args.trace, top_k=args.top_k)
-    print(json.dumps(analysis.to_dict(), indent=2) if args.json else format_analysis(analysis))
+    print(_json(analysis.to_dict()) if args.json else format_analysis(analysis))
     return 0
 
 
 def _add_diff(subparsers: Subparsers) -> None:
-    p = subparsers.add_parser("diff", help="compare two traces per step")
+    p = subparsers.add_parser("diff", help="compare two traces per step: phases, CPU ops and device kernels")
     p.add_argument("trace_a", metavar="TRACE_A")
     p.add_argument("trace_b", metavar="TRACE_B")
     _add_output_options(p)
@@ -79,8 +89,13 @@ def _diff(args: argparse.Namespace) -> int:
     from .trace import diff_traces, format_diff
 
     diff = diff_traces(args.trace_a, args.trace_b, top_k=args.top_k)
-    print(json.dumps(diff.to_dict(), indent=2) if args.json else format_diff(diff))
+    print(_json(diff.to_dict()) if args.json else format_diff(diff))
     return 0
+
+
+def _json(data: object) -> str:
+    # Strict JSON: a NaN or infinity would be a bug in the analysis, not something to print.
+    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def _add_report(subparsers: Subparsers) -> None:

@@ -1,14 +1,17 @@
-"""Bottleneck findings: a share of time past a threshold, said in words with its number.
+"""Bottleneck findings of a trace: each a small rule with a threshold, said in words with its number.
 
-Thresholds are fractions; a finding's ``value`` is the share that crossed one (for the GPU,
-the idle share), so sorting by value puts the biggest problem first.
+``TRACE_RULES`` is the list a trace's analysis is walked through; adding a finding is adding a
+rule. Thresholds are fractions; a finding's ``value`` is the share that crossed one (for the
+GPU, the idle share), so sorting by value puts the biggest problem first.
 
-    >>> DATA_LOADING_MIN_SHARE
-    0.3
+    >>> [rule.kind for rule in TRACE_RULES][:3]
+    ['data_loading', 'section', 'cpu_op']
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._units import format_seconds, plural
@@ -20,68 +23,128 @@ if TYPE_CHECKING:
 DATA_LOADING_MIN_SHARE = 0.30  # of step time
 SECTION_MIN_SHARE = 0.50  # of step time, one perfkit section
 CPU_OP_MIN_SHARE = 0.40  # of all CPU op self time, one op
-GPU_BUSY_MAX_SHARE = 0.50  # of the profiled span, when the trace has kernels
+GPU_BUSY_MAX_SHARE = 0.50  # of step time, when the trace has device activity
+HOST_WAIT_MIN_SHARE = 0.50  # of the device's idle time, to say that it waits for the CPU
 OPTIMIZER_MIN_SHARE = 0.30  # of step time
 UNACCOUNTED_MIN_SHARE = 0.40  # of step time
+NAMED_MIN_PART = 0.25  # of the unaccounted time, for the annotation holding it to be named
+EXPOSED_COMM_MIN_SHARE = 0.20  # of step time: communication with no compute kernel beside it
+
+
+@dataclass(frozen=True)
+class TraceRule:
+    """One finding: its kind, what it looks for, and the check that returns the findings (often none)."""
+
+    kind: str
+    description: str
+    check: Callable[[TraceAnalysis], Iterable[Finding]]
 
 
 def find_bottlenecks(analysis: TraceAnalysis) -> tuple[Finding, ...]:
-    """The findings for ``analysis``, largest value first; often none."""
-    phases = analysis.phases
-    found: list[Finding] = []
-    data = phases.share("data_loading")
-    if data >= DATA_LOADING_MIN_SHARE:
-        found.append(
-            Finding(
-                "data_loading",
-                f"data loader waits take {data:.1%} of step time:"
-                " more workers or a cheaper collate would help",
-                data,
-            )
-        )
-    found += [
-        Finding("section", f"section {s.name!r} takes {s.share:.1%} of step time", s.share)
-        for s in analysis.sections
-        if s.share >= SECTION_MIN_SHARE
-    ]
-    if analysis.top_cpu_ops and analysis.top_cpu_ops[0].share >= CPU_OP_MIN_SHARE:
-        op = analysis.top_cpu_ops[0]
-        found.append(
-            Finding(
-                "cpu_op",
-                f"{op.name} takes {op.share:.1%} of CPU op self time"
-                f" ({format_seconds(op.self_us / 1e6)} over {plural(op.count, 'call')})",
-                op.share,
-            )
-        )
-    busy = analysis.gpu_busy_share
-    if busy is not None and busy < GPU_BUSY_MAX_SHARE:
-        found.append(
-            Finding(
-                "gpu_idle",
-                f"the GPU is idle {1 - busy:.1%} of the profiled time (busy {busy:.1%}):"
-                " it waits for the CPU",
-                1 - busy,
-            )
-        )
-    optimizer = phases.share("optimizer")
-    if optimizer >= OPTIMIZER_MIN_SHARE:
-        found.append(
-            Finding(
-                "optimizer",
-                f"the optimizer step takes {optimizer:.1%} of step time:"
-                " a fused or foreach optimizer may help",
-                optimizer,
-            )
-        )
-    untracked = phases.share("unaccounted")
-    if untracked >= UNACCOUNTED_MIN_SHARE:
-        found.append(
-            Finding(
-                "unaccounted",
-                f"{untracked:.1%} of step time is outside any phase mark"
-                " (untracked work, e.g. Python between the marked phases)",
-                untracked,
-            )
-        )
+    """The findings of every rule in ``TRACE_RULES`` for ``analysis``, largest value first; often none."""
+    found = [f for rule in TRACE_RULES for f in rule.check(analysis)]
     return tuple(sorted(found, key=lambda f: -f.value))
+
+
+def _data_loading(a: TraceAnalysis) -> Iterable[Finding]:
+    data = a.phases.share("data_loading")
+    if data >= DATA_LOADING_MIN_SHARE:
+        text = f"data loader waits take {data:.1%} of step time: more workers or a cheaper collate would help"
+        yield Finding("data_loading", text, data)
+
+
+def _sections(a: TraceAnalysis) -> Iterable[Finding]:
+    for s in a.sections:
+        if s.share >= SECTION_MIN_SHARE:
+            yield Finding("section", f"section {s.name!r} takes {s.share:.1%} of step time", s.share)
+
+
+def _cpu_op(a: TraceAnalysis) -> Iterable[Finding]:
+    if a.top_cpu_ops and a.top_cpu_ops[0].share >= CPU_OP_MIN_SHARE:
+        op = a.top_cpu_ops[0]
+        text = (
+            f"{op.name} takes {op.share:.1%} of CPU op self time"
+            f" ({format_seconds(op.self_us / 1e6)} over {plural(op.count, 'call')})"
+        )
+        yield Finding("cpu_op", text, op.share)
+
+
+def _gpu_idle(a: TraceAnalysis) -> Iterable[Finding]:
+    busy = a.gpu_busy_share
+    if busy is None or busy >= GPU_BUSY_MAX_SHARE:
+        return
+    text = f"the GPU is idle {1 - busy:.1%} of the profiled time (busy {busy:.1%})"
+    device = a.idle[0] if a.idle else None
+    if device is None or device.idle_us <= 0:
+        yield Finding("gpu_idle", text, 1 - busy)
+        return
+    host, kernel, other = (
+        x / device.idle_us for x in (device.host_wait_us, device.kernel_wait_us, device.other_us)
+    )
+    if host >= HOST_WAIT_MIN_SHARE:
+        text += (
+            f": it waits for the CPU (the next kernel was not launched yet in {host:.0%} of its idle time)"
+        )
+    else:
+        text += (
+            f", but not for the CPU: the next kernel was already launched in {kernel + other:.0%} of its"
+            f" idle time (kernel wait {kernel:.0%}, other {other:.0%}: synchronisation, other streams or"
+            " communication)"
+        )
+    yield Finding("gpu_idle", text, 1 - busy)
+
+
+def _optimizer(a: TraceAnalysis) -> Iterable[Finding]:
+    optimizer = a.phases.share("optimizer")
+    if optimizer >= OPTIMIZER_MIN_SHARE:
+        text = f"the optimizer step takes {optimizer:.1%} of step time: a fused or foreach optimizer may help"
+        yield Finding("optimizer", text, optimizer)
+
+
+def _unaccounted(a: TraceAnalysis) -> Iterable[Finding]:
+    untracked = a.phases.share("unaccounted")
+    if untracked < UNACCOUNTED_MIN_SHARE:
+        return
+    text = f"{untracked:.1%} of step time is outside any phase mark"
+    # Name the annotation holding the unaccounted time only when it holds a good part of it.
+    inside = [
+        s for s in a.phase_sources if s.phase == "unaccounted" and s.share >= untracked * NAMED_MIN_PART
+    ]
+    if inside:
+        text += f", {inside[0].share:.1%} of step time inside {inside[0].name!r}"
+    if not any(s.phase == "forward" for s in a.phase_sources):
+        text += " (torch marks no forward pass: a record_function('## forward ##') range around it would)"
+    elif not inside:
+        text += " (untracked work, e.g. Python between the marked phases)"
+    yield Finding("unaccounted", text, untracked)
+
+
+def _exposed_comm(a: TraceAnalysis) -> Iterable[Finding]:
+    if a.comm is None or a.span_us <= 0:
+        return
+    exposed = (a.comm.comm_us - a.comm.overlap_us) / a.span_us
+    if exposed >= EXPOSED_COMM_MIN_SHARE:
+        text = (
+            f"communication kernels run alone {exposed:.1%} of step time"
+            f" (only {a.comm.overlap_share:.0%} of their time overlaps compute)"
+        )
+        yield Finding("exposed_comm", text, exposed)
+
+
+TRACE_RULES = (
+    TraceRule(
+        "data_loading", f"data loading takes >= {DATA_LOADING_MIN_SHARE:.0%} of step time", _data_loading
+    ),
+    TraceRule("section", f"one perfkit section takes >= {SECTION_MIN_SHARE:.0%} of step time", _sections),
+    TraceRule("cpu_op", f"one CPU op takes >= {CPU_OP_MIN_SHARE:.0%} of all op self time", _cpu_op),
+    TraceRule(
+        "gpu_idle", f"the device is busy < {GPU_BUSY_MAX_SHARE:.0%} of step time; why it idles", _gpu_idle
+    ),
+    TraceRule("optimizer", f"the optimizer takes >= {OPTIMIZER_MIN_SHARE:.0%} of step time", _optimizer),
+    TraceRule(
+        "unaccounted", f">= {UNACCOUNTED_MIN_SHARE:.0%} of step time outside any phase mark", _unaccounted
+    ),
+    TraceRule(
+        "exposed_comm", f"communication alone >= {EXPOSED_COMM_MIN_SHARE:.0%} of step time", _exposed_comm
+    ),
+)

@@ -38,9 +38,10 @@ def iter_trace_events(
 
     Top-level keys other than ``traceEvents`` go into ``metadata`` as they are read (torch
     writes them before the events, except ``traceName``). The JSON array form (a bare list of
-    events) is read too. Raises ``FileNotFoundError`` at once for a missing file and
-    ``ValueError`` naming the file, while iterating, for anything that is not a trace.
-    ``chunk_chars`` is how much text is read at a time.
+    events) is read too; elements that are not objects are left out. Raises ``FileNotFoundError``
+    at once for a missing file and ``ValueError`` naming the file and the character offset,
+    while iterating, for anything that is not a trace (bad JSON, nesting too deep for Python's
+    decoder, a number too long to convert). ``chunk_chars`` is how much text is read at a time.
 
     >>> import json, os, tempfile
     >>> p = os.path.join(tempfile.mkdtemp(), "t.json")
@@ -49,16 +50,29 @@ def iter_trace_events(
     >>> [e["name"] for e in iter_trace_events(p, meta)], meta
     (['a'], {'k': 1})
     """
+    values = iter_trace_values(path, metadata, chunk_chars=chunk_chars)
+    return (event for event in values if isinstance(event, dict))
+
+
+def iter_trace_values(
+    path: str | os.PathLike[str], metadata: dict[str, Any] | None = None, *, chunk_chars: int = _CHUNK_CHARS
+) -> Iterator[Any]:
+    """Like :func:`iter_trace_events`, but every element of the events array, objects or not.
+
+    The analyser counts the elements that are not events instead of dropping them unseen.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
     file = Path(path)
     if not file.is_file():
         what = "is not a file" if file.exists() else "not found"
         raise FileNotFoundError(f"trace file {what}: {str(file)!r}")
-    if not isinstance(chunk_chars, int) or chunk_chars < 1:
+    if not isinstance(chunk_chars, int) or isinstance(chunk_chars, bool) or chunk_chars < 1:
         raise ValueError(f"chunk_chars must be an int >= 1, got {chunk_chars!r}")
     return _events(file, metadata if metadata is not None else {}, chunk_chars)
 
 
-def _events(file: Path, metadata: dict[str, Any], chunk_chars: int) -> Iterator[dict[str, Any]]:
+def _events(file: Path, metadata: dict[str, Any], chunk_chars: int) -> Iterator[Any]:
     with _open_text(file) as fh:
         buf = _Buffer(fh, file, chunk_chars)
         first = buf.peek()
@@ -86,7 +100,7 @@ def _events(file: Path, metadata: dict[str, Any], chunk_chars: int) -> Iterator[
         raise ValueError(f"{str(file)!r} has no 'traceEvents' array: not a Chrome trace")
 
 
-def _array(buf: _Buffer, *, closed: bool) -> Iterator[dict[str, Any]]:
+def _array(buf: _Buffer, *, closed: bool) -> Iterator[Any]:
     """Events of the array at the cursor; ``closed=False`` accepts a missing ``]`` (Chrome does)."""
     buf.advance()
     while (c := buf.peek(allow_eof=not closed)) != "]":
@@ -95,9 +109,7 @@ def _array(buf: _Buffer, *, closed: bool) -> Iterator[dict[str, Any]]:
         if c == ",":
             buf.advance()
             continue
-        event = buf.decode()
-        if isinstance(event, dict):
-            yield event
+        yield buf.decode(peeked=True)
     buf.advance()
 
 
@@ -143,17 +155,23 @@ class _Buffer:
     def advance(self) -> None:
         self._pos += 1
 
-    def decode(self) -> Any:
-        """The JSON value after white space at the cursor."""
-        self.peek()
+    def decode(self, *, peeked: bool = False) -> Any:
+        """The JSON value after white space at the cursor (``peeked``: the cursor is on it already)."""
+        if not peeked:
+            self.peek()
         while True:
             try:
                 value, end = self._decoder.raw_decode(self._text, self._pos)
             except json.JSONDecodeError as exc:
+                where = exc.pos - self._pos  # from the cursor, which a failed refill moves to 0
                 cut = exc.pos >= len(self._text) - _EDGE_CHARS or exc.msg.startswith("Unterminated string")
                 if cut and self._fill():
                     continue
-                raise self.error(f"not valid JSON ({exc.msg})", exc.pos) from None
+                raise self.error(f"not valid JSON ({exc.msg})", self._pos + where) from None
+            except RecursionError:  # the C decoder recurses once per level of [ or {
+                raise self.error("nested too deeply to decode") from None
+            except ValueError as exc:  # e.g. an integer past Python's digit limit
+                raise self.error(f"not readable ({exc})") from None
             # A number at the very end of the buffer may continue in the next chunk.
             if end < len(self._text) or not self._fill():
                 self._pos = end

@@ -1,103 +1,150 @@
-"""Text for trace analyses and diffs: a few ``[Profiler]`` lines, one topic each, for a log.
+"""Text for trace analyses: ``[Profiler]`` lines for a log, with a table per topic.
 
     print(format_analysis(analyze_trace("val_epoch1.pt.trace.json.gz")))
     [Profiler] Trace: val_epoch1.pt.trace.json.gz (1,234 events, 5 steps, 81.20 ms)
     [Profiler] Summary: dataloader 9.7%, forward 45.3%, backward 38.2%, optimizer 6.8%, unaccounted 0.0%
+    [Profiler] Top 10 CPU ops by self time:
+    [Profiler]   self time  share  calls  name
+    ...
 
-Durations use ``format_seconds``; shares are of step time (ops: of all CPU op self time).
+Durations use ``format_seconds``; shares are of step time (ops: of all CPU op self time). Every
+table has at most ``top_k`` rows (the analysis holds no more) and shortens names to ``width``
+(the terminal's by default); ``--json`` keeps the full names.
 """
 
 from __future__ import annotations
 
-from .._units import format_seconds, plural
+import textwrap
+from collections.abc import Sequence
+
+from .._units import plural
 from ._phases import ALL_PHASES
-from ._results import TraceAnalysis, TraceDiff
-
-_PREFIX = "[Profiler]"
-_LABELS = dict(
-    zip(ALL_PHASES, ("dataloader", "forward", "backward", "optimizer", "unaccounted"), strict=True)
-)
+from ._results import TraceAnalysis
+from ._text import table, terminal_width
+from ._words import LABELS, ROOM, bytes_text, prefixed, steps_text, us
 
 
-def format_analysis(analysis: TraceAnalysis, *, trace_path: str | None = None) -> str:
+def format_analysis(
+    analysis: TraceAnalysis, *, trace_path: str | None = None, width: int | None = None
+) -> str:
     """``analysis`` as ``[Profiler]`` lines; ``trace_path`` replaces the path shown.
 
-    Lines for CUDA kernels, memory and sections appear only when the trace has them.
+    Lines for devices, memory, annotations and sections appear only when the trace has them.
     """
-    a = analysis
-    lines = [
-        f"Trace: {trace_path or a.path} ({a.event_count:,} events, {_steps(a.step_count)}, {_us(a.span_us)})"
-    ]
-    ops = ", ".join(
-        f"{o.name} {o.share:.1%} ({_us(o.self_us)}, {plural(o.count, 'call')})" for o in a.top_cpu_ops
-    )
-    lines.append(f"Top {len(a.top_cpu_ops)} CPU operations: {ops or 'none'}")
-    if a.top_cuda_kernels:
-        kernels = ", ".join(
-            f"{k.name} {k.share:.1%} ({_us(k.total_us)}, {plural(k.count, 'call')})"
-            for k in a.top_cuda_kernels
-        )
-        busy = f"; GPU busy {a.gpu_busy_share:.1%}" if a.gpu_busy_share is not None else ""
-        lines.append(f"Top CUDA kernels: {kernels}{busy}")
+    a, w = analysis, (width or terminal_width()) - ROOM
+    counts = f"{a.event_count:,} events, {steps_text(a.step_count)}, {us(a.span_us)}"
+    lines = [f"Trace: {trace_path or a.path} ({counts})"]
+    lines.append("Summary: " + ", ".join(f"{LABELS[p]} {a.phases.share(p):.1%}" for p in ALL_PHASES))
+    lines += _sources(a, w) + _device(a, w) + _ops(a, w) + _kernels(a, w) + _annotations(a, w)
     if a.memory:
-        peaks = [
-            f"{m.device} {_bytes(m.allocated_bytes)} allocated"
-            + (f", {_bytes(m.reserved_bytes)} reserved" if m.reserved_bytes else "")
-            for m in a.memory
-        ]
-        lines.append("Memory peaks: " + "; ".join(peaks))
-    lines.append("Summary: " + ", ".join(f"{_LABELS[p]} {a.phases.share(p):.1%}" for p in ALL_PHASES))
+        lines.append(
+            "Memory peaks: "
+            + "; ".join(_peak(m.device, m.allocated_bytes, m.reserved_bytes, m.source) for m in a.memory)
+        )
     if a.sections:
         lines.append("Sections: " + ", ".join(f"{s.name} {s.share:.1%}" for s in a.sections))
-    lines.append("Bottlenecks: " + ("; ".join(f.message for f in a.findings) or "none found"))
-    return "\n".join(f"{_PREFIX} {line}" for line in lines)
+    if a.skipped:
+        lines.append("Skipped: " + "; ".join(f"{plural(s.count, 'event')}: {s.reason}" for s in a.skipped))
+    lines += findings_lines([f.message for f in a.findings], w + 2)
+    return prefixed(lines)
 
 
-def format_diff(diff: TraceDiff) -> str:
-    """``diff`` as ``[Profiler]`` lines: step time, phases, grown and new ops, grown sections."""
-    d = diff
-    change = (d.after_step_us / d.before_step_us - 1) if d.before_step_us > 0 else 0.0
-    lines = [
-        f"Diff: {d.before} ({_steps(d.before_steps)}) -> {d.after} ({_steps(d.after_steps)}):"
-        f" {_us(d.before_step_us)} -> {_us(d.after_step_us)} per step ({change:+.1%})"
+def findings_lines(messages: Sequence[str], width: int) -> list[str]:
+    """One finding per item, wrapped to ``width``."""
+    if not messages:
+        return ["Bottlenecks: none found"]
+    wrap = [
+        textwrap.wrap(m, max(20, width), initial_indent="  - ", subsequent_indent="    ") for m in messages
     ]
-    lines.append(
-        "Phases per step: "
-        + ", ".join(
-            f"{_LABELS[p.phase]} {_us(p.before_us)} -> {_us(p.after_us)}"
-            f" ({_signed(p.change_us)}, {p.before_share:.1%} -> {p.after_share:.1%})"
-            for p in d.phases
+    return ["Bottlenecks:", *(line for lines in wrap for line in lines)]
+
+
+def _peak(device: str, allocated: int, reserved: int, source: str) -> str:
+    text = f"{device} {bytes_text(allocated)} allocated"
+    text += f", {bytes_text(reserved)} reserved" if reserved else ""
+    return text + (" (running sum of Bytes)" if source != "Total Allocated" else "")
+
+
+def _sources(a: TraceAnalysis, width: int) -> list[str]:
+    if not a.phase_sources:
+        return []
+    rows = [[f"{s.share:.1%}", s.phase.replace("_", " "), s.source, s.name] for s in a.phase_sources]
+    head = "Phases from (share of step time; unaccounted: inside annotations that mark no phase):"
+    return [head, *_indent(table(["share", "phase", "source", "mark"], rows, width=width, align="rll"))]
+
+
+def _device(a: TraceAnalysis, width: int) -> list[str]:
+    if a.gpu_busy_share is None:
+        return []
+    text = f"Device: busy {a.gpu_busy_share:.1%} of step time (kernels {a.kernel_busy_share or 0:.1%})"
+    if a.unlaunched_device_us > 0:
+        text += f"; {us(a.unlaunched_device_us)} of it has no launch in the trace (queued before profiling)"
+    lines = [text]
+    if a.comm is not None:
+        c = a.comm
+        lines.append(
+            f"Communication: {us(c.comm_us)} in communication kernels,"
+            f" {c.overlap_share:.1%} of it beside compute ({us(c.comm_us - c.overlap_us)} exposed)"
         )
-    )
-    grown = [
-        f"{c.name} {_us(c.before_us)} -> {_us(c.after_us)} ({_signed(c.change_us)})" for c in d.grown_ops
-    ]
-    lines.append("Ops that grew per step: " + (", ".join(grown) or "none"))
-    if d.new_ops:
-        lines.append("New ops: " + ", ".join(f"{c.name} {_us(c.after_us)} per step" for c in d.new_ops))
-    if d.grown_sections:
-        sections = [
-            f"{c.name} {_us(c.before_us)} -> {_us(c.after_us)} ({_signed(c.change_us)})"
-            for c in d.grown_sections
+    if a.idle:
+        rows = [
+            [us(s.busy_us), us(s.host_wait_us), us(s.kernel_wait_us), us(s.other_us), s.stream]
+            for s in a.idle
         ]
-        lines.append("Sections that grew per step: " + ", ".join(sections))
-    return "\n".join(f"{_PREFIX} {line}" for line in lines)
+        lines.append(
+            "Idle gaps inside the steps (host wait: not launched yet; kernel wait: launch gap; other):"
+        )
+        lines += _indent(
+            table(["busy", "host wait", "kernel wait", "other", "stream"], rows, width=width, align="rrrr")
+        )
+    if a.transfers:
+        rows = [
+            [us(t.total_us), _rate(t.gb_per_s), bytes_text(t.total_bytes), f"{t.count:,}", t.name]
+            for t in a.transfers
+        ]
+        lines.append(f"Top {len(a.transfers)} copies and fills:")
+        lines += _indent(
+            table(["time", "bandwidth", "bytes", "calls", "name"], rows, width=width, align="rrrr")
+        )
+    return lines
 
 
-def _steps(count: int) -> str:
-    return plural(count, "step") if count else "no steps"
+def _rate(gb_per_s: float | None) -> str:
+    return "-" if gb_per_s is None else f"{gb_per_s:.1f} GB/s"
 
 
-def _us(us: float) -> str:
-    return format_seconds(us / 1e6)
+def _ops(a: TraceAnalysis, width: int) -> list[str]:
+    if not a.top_cpu_ops:
+        return ["Top CPU ops: none"]
+    rows = [[us(o.self_us), f"{o.share:.1%}", us(o.total_us), f"{o.count:,}", o.name] for o in a.top_cpu_ops]
+    head = f"Top {len(rows)} CPU ops by self time (share of all op self time):"
+    return [
+        head,
+        *_indent(table(["self time", "share", "total", "calls", "op"], rows, width=width, align="rrrr")),
+    ]
 
 
-def _signed(us: float) -> str:
-    return ("+" if us >= 0 else "-") + format_seconds(abs(us) / 1e6)
+def _kernels(a: TraceAnalysis, width: int) -> list[str]:
+    if not a.top_cuda_kernels:
+        return []
+    rows = [[us(k.total_us), f"{k.share:.1%}", f"{k.count:,}", k.kind, k.name] for k in a.top_cuda_kernels]
+    head = f"Top {len(rows)} device activities by time (share of all device time):"
+    return [
+        head,
+        *_indent(table(["time", "share", "calls", "kind", "name"], rows, width=width, align="rrrl")),
+    ]
 
 
-def _bytes(n: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+def _annotations(a: TraceAnalysis, width: int) -> list[str]:
+    if not a.annotations:
+        return []
+    rows = [[us(x.total_us), f"{x.share:.1%}", f"{x.count:,}", x.kind, x.name] for x in a.annotations]
+    head = f"Top {len(rows)} annotations by time inside the steps:"
+    return [
+        head,
+        *_indent(table(["time", "share", "ranges", "kind", "annotation"], rows, width=width, align="rrrl")),
+    ]
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["  " + line for line in lines]

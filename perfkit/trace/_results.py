@@ -1,13 +1,19 @@
-"""Result types of trace analysis: frozen dataclasses that turn into plain JSON with ``to_dict``."""
+"""Result types of trace analysis: frozen dataclasses that turn into plain JSON with ``to_dict``.
+
+Times are µs, shares are fractions of the profiled step time unless a docstring says otherwise.
+``TraceAnalysis.from_dict`` reads what ``to_dict`` wrote, also from before a field was added.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, TypeVar
 
 from ..findings import Finding
 from ._phases import ALL_PHASES
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,7 @@ class OpStat:
 
 @dataclass(frozen=True)
 class KernelStat:
-    """One GPU activity name (``kind``: kernel, memcpy or memset); share of all GPU activity time."""
+    """One device activity name (``kind``: kernel, memcpy or memset); share of all device activity time."""
 
     name: str
     kind: str
@@ -33,12 +39,68 @@ class KernelStat:
 
 
 @dataclass(frozen=True)
+class TransferStat:
+    """Copies (memcpy) or fills (memset) of one name: bytes moved and the bandwidth they ran at.
+
+    ``gb_per_s`` is over the events that state their bytes (None when none does).
+    """
+
+    name: str
+    kind: str
+    count: int
+    total_us: float
+    total_bytes: int
+    gb_per_s: float | None
+
+
+@dataclass(frozen=True)
 class MemoryPeak:
-    """Highest ``Total Allocated`` / ``Total Reserved`` seen in the ``[memory]`` events of a device."""
+    """The peak memory of one device in its ``[memory]`` events.
+
+    ``source`` says how: ``"Total Allocated"`` (the allocator's own total, newer torch) or
+    ``"Bytes running sum"`` (older torch writes only each allocation's signed size: the peak is
+    the growth over what was allocated when profiling started).
+    """
 
     device: str
     allocated_bytes: int
     reserved_bytes: int
+    source: str = "Total Allocated"
+
+
+@dataclass(frozen=True)
+class StreamIdle:
+    """Idle gaps of one device stream inside the steps, by cause (HTA's vocabulary).
+
+    ``host_wait_us``: the next activity was launched by the CPU only after the gap began;
+    ``kernel_wait_us``: it was launched in time and the gap is under ``KERNEL_WAIT_US`` (launch
+    overhead); ``other_us``: launched in time, yet the stream waited longer (a synchronisation,
+    an event from another stream, communication). ``stream`` is ``"all streams"`` for the gaps of
+    the device as a whole (no stream busy).
+    """
+
+    stream: str
+    busy_us: float
+    host_wait_us: float
+    kernel_wait_us: float
+    other_us: float
+
+    @property
+    def idle_us(self) -> float:
+        return self.host_wait_us + self.kernel_wait_us + self.other_us
+
+
+@dataclass(frozen=True)
+class CommOverlap:
+    """Communication kernels (NCCL, RCCL, HCCL) against compute kernels inside the steps.
+
+    ``overlap_share``: the part of the communication time during which a compute kernel ran.
+    """
+
+    comm_us: float
+    compute_us: float
+    overlap_us: float
+    overlap_share: float
 
 
 @dataclass(frozen=True)
@@ -81,6 +143,22 @@ class PhaseSplit:
 
 
 @dataclass(frozen=True)
+class PhaseSource:
+    """Time of a phase credited to one mark: the mark's name and where it came from.
+
+    ``source`` is one of ``_phases.SOURCES`` ("perfkit", "user annotation", "Lightning", "torch",
+    "autograd thread"); for phase ``"unaccounted"`` the source is ``"annotation"``, the name an
+    annotation that marks no phase, and ``us`` the unaccounted time inside it.
+    """
+
+    phase: str
+    source: str
+    name: str
+    us: float
+    share: float
+
+
+@dataclass(frozen=True)
 class SectionStat:
     """A perfkit section found in the trace: ranges, time inside the profiled steps, share of it."""
 
@@ -91,12 +169,37 @@ class SectionStat:
 
 
 @dataclass(frozen=True)
+class AnnotationStat:
+    """One annotation name (``kind``: ``"cpu"`` user annotation or ``"gpu"`` user annotation):
+    ranges in the steps, their time inside the steps (nested ranges of the same name count once
+    per range), share of step time."""
+
+    name: str
+    kind: str
+    count: int
+    total_us: float
+    share: float
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Events of the file left out of the analysis, and why (``"ts not a number"``)."""
+
+    reason: str
+    count: int
+
+
+@dataclass(frozen=True)
 class TraceAnalysis:
-    """What :func:`perfkit.analyze_trace` found in one torch profiler trace.
+    """What :func:`perfkit.trace.analyze_trace` found in one torch profiler trace.
 
     ``span_us`` is the profiled step time: the sum of the ``ProfilerStep#N`` ranges, or the span
-    of the main thread's ranges when there are none; ``per_step`` holds one split per step (one
-    for the whole span without steps). Op times cover the whole trace.
+    of the main thread (and the device work) when there are none; ``per_step`` holds one split
+    per step. Op and kernel times cover the whole trace; busy shares, idle gaps, phases,
+    sections and annotations cover the steps. ``gpu_busy_share`` counts every device activity
+    (kernels, copies, fills), ``kernel_busy_share`` kernels only; both are None without device
+    activity. ``unlaunched_device_us``: device time in the steps whose launch is not in the trace
+    (work launched before profiling started), counted as busy all the same.
     """
 
     path: str
@@ -111,6 +214,15 @@ class TraceAnalysis:
     per_step: tuple[PhaseSplit, ...]
     sections: tuple[SectionStat, ...]
     findings: tuple[Finding, ...]
+    kernel_busy_share: float | None = None
+    unlaunched_device_us: float = 0.0
+    idle: tuple[StreamIdle, ...] = ()
+    transfers: tuple[TransferStat, ...] = ()
+    comm: CommOverlap | None = None
+    phase_sources: tuple[PhaseSource, ...] = ()
+    annotations: tuple[AnnotationStat, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    rank: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -125,71 +237,53 @@ class TraceAnalysis:
         Raises ``ValueError`` naming what is missing or malformed.
         """
         try:
-            busy = data.get("gpu_busy_share")
-            return cls(
-                path=str(data["path"]),
-                event_count=int(data["event_count"]),
-                step_count=int(data["step_count"]),
-                span_us=float(data["span_us"]),
-                top_cpu_ops=tuple(OpStat(**row) for row in data["top_cpu_ops"]),
-                top_cuda_kernels=tuple(KernelStat(**row) for row in data["top_cuda_kernels"]),
-                gpu_busy_share=None if busy is None else float(busy),
-                memory=tuple(MemoryPeak(**row) for row in data["memory"]),
-                phases=PhaseSplit.from_dict(data["phases"]),
-                per_step=tuple(PhaseSplit.from_dict(row) for row in data["per_step"]),
-                sections=tuple(SectionStat(**row) for row in data["sections"]),
-                findings=tuple(Finding(**row) for row in data["findings"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
+            return cls(**_required(data), **_optional(data))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"not a perfkit trace analysis: {exc!r}") from None
 
 
-@dataclass(frozen=True)
-class PhaseChange:
-    """One phase in two traces: µs per step and share of step time, before and after."""
-
-    phase: str
-    before_us: float
-    after_us: float
-    before_share: float
-    after_share: float
-    change_us: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "change_us", self.after_us - self.before_us)
-
-
-@dataclass(frozen=True)
-class TimeChange:
-    """An op or section in two traces: µs per step before and after (0 where absent)."""
-
-    name: str
-    before_us: float
-    after_us: float
-    change_us: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "change_us", self.after_us - self.before_us)
+def _required(data: Mapping[str, Any]) -> dict[str, Any]:
+    busy = data.get("gpu_busy_share")
+    return {
+        "path": str(data["path"]),
+        "event_count": int(data["event_count"]),
+        "step_count": int(data["step_count"]),
+        "span_us": float(data["span_us"]),
+        "top_cpu_ops": _rows(OpStat, data["top_cpu_ops"]),
+        "top_cuda_kernels": _rows(KernelStat, data["top_cuda_kernels"]),
+        "gpu_busy_share": None if busy is None else float(busy),
+        "memory": _rows(MemoryPeak, data["memory"]),
+        "phases": PhaseSplit.from_dict(data["phases"]),
+        "per_step": tuple(PhaseSplit.from_dict(row) for row in data["per_step"]),
+        "sections": _rows(SectionStat, data["sections"]),
+        "findings": _rows(Finding, data["findings"]),
+    }
 
 
-@dataclass(frozen=True)
-class TraceDiff:
-    """Two traces compared per step (a trace without steps counts as one step).
+def _optional(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields added after the first release: absent in older ``traces.jsonl`` lines."""
+    out: dict[str, Any] = {}
+    readers: dict[str, Callable[[Any], Any]] = {
+        "kernel_busy_share": lambda v: None if v is None else float(v),
+        "unlaunched_device_us": float,
+        "idle": lambda v: _rows(StreamIdle, v),
+        "transfers": lambda v: _rows(TransferStat, v),
+        "comm": lambda v: None if v is None else CommOverlap(**v),
+        "phase_sources": lambda v: _rows(PhaseSource, v),
+        "annotations": lambda v: _rows(AnnotationStat, v),
+        "skipped": lambda v: _rows(Skipped, v),
+        "rank": lambda v: None if v is None else int(v),
+    }
+    for key, read in readers.items():
+        if key in data:
+            out[key] = read(data[key])
+    return out
 
-    ``grown_ops``: ops in both traces whose self time per step grew most; ``new_ops``: ops only
-    in the second trace; ``grown_sections``: sections whose time per step grew.
-    """
 
-    before: str
-    after: str
-    before_steps: int
-    after_steps: int
-    before_step_us: float
-    after_step_us: float
-    phases: tuple[PhaseChange, ...]
-    grown_ops: tuple[TimeChange, ...]
-    new_ops: tuple[TimeChange, ...]
-    grown_sections: tuple[TimeChange, ...]
+def _rows(kind: Callable[..., T], rows: Any) -> tuple[T, ...]:
+    return tuple(kind(**row) for row in rows)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+
+def field_names(cls: type) -> list[str]:
+    """The fields of a result dataclass, in order (for tests that pin the JSON keys)."""
+    return [f.name for f in fields(cls)]

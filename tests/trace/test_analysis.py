@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from perfkit.findings._trace import CPU_OP_MIN_SHARE, DATA_LOADING_MIN_SHARE
-from perfkit.trace._analysis import analyze_trace, diff_traces
-from perfkit.trace._format import format_analysis, format_diff
-from perfkit.trace._phases import ALL_PHASES, BACKWARD, DATA_LOADING, FORWARD, LIGHTNING, OPTIMIZER, classify
+from perfkit.trace._analysis import analyze_trace
+from perfkit.trace._format import format_analysis
+from perfkit.trace._phases import BACKWARD, DATA_LOADING, FORWARD, LIGHTNING, OPTIMIZER, classify
 from perfkit.trace._phases import PERFKIT as PERFKIT_SOURCE
 from perfkit.trace._phases import TORCH as TORCH_SOURCE
-from perfkit.trace._results import PhaseSplit
+from perfkit.trace._results import PhaseSplit, TraceAnalysis
 from tests.trace.trace_builder import Event, kernel, mark, memory, op, step, write_trace
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"
@@ -266,13 +266,35 @@ def test_memory_peaks_are_the_highest_totals_per_device(tmp_path: Path) -> None:
     assert analyze_trace(trace(tmp_path, [op("aten::mm", 0, 1)])).memory == ()
 
 
-def test_gpu_kernels_are_ranked_and_busy_time_is_their_union_over_the_span(tmp_path: Path) -> None:
+def test_older_traces_give_only_bytes_and_the_peak_is_their_running_sum_per_device(tmp_path: Path) -> None:
+    def delta(ts: float, size: int, device_type: int = 1) -> Event:
+        event = memory(ts, 0, device_type=device_type, device_id=0)
+        return event | {"args": {"Bytes": size, "Device Type": device_type, "Device Id": 0}}
+
+    events = [
+        delta(3, -120),
+        delta(1, 100),
+        delta(4, 200),
+        delta(2, 50),
+        delta(5, -230),
+    ]  # file order != time
+    events += [memory(1, 7000, 9000, device_type=1, device_id=1), delta(1, 10, device_type=0)]
+    a = analyze_trace(trace(tmp_path, events))
+    assert [(m.device, m.allocated_bytes, m.reserved_bytes, m.source) for m in a.memory] == [
+        ("cpu", 10, 0, "Bytes running sum"),
+        ("cuda:0", 230, 0, "Bytes running sum"),  # 100, 150, 30, 230, 0
+        ("cuda:1", 7000, 9000, "Total Allocated"),
+    ]
+    assert "cuda:0 230 B allocated (running sum of Bytes)" in format_analysis(a)
+
+
+def test_device_activities_are_ranked_and_busy_time_is_the_union_of_all_of_them(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
         kernel("gemm", 10, 20),
         kernel("gemm", 20, 20, stream=8),  # overlaps the first on another stream: busy 10..40
         kernel("relu", 60, 5),
-        kernel("Memcpy HtoD (Pinned -> Device)", 90, 15, cat="gpu_memcpy"),  # not a kernel for busy time
+        kernel("Memcpy HtoD (Pinned -> Device)", 90, 15, cat="gpu_memcpy"),  # busy 90..100 inside the step
     ]
     a = analyze_trace(trace(tmp_path, events))
     assert [(k.name, k.kind, k.count, k.total_us, k.share) for k in a.top_cuda_kernels] == [
@@ -280,10 +302,10 @@ def test_gpu_kernels_are_ranked_and_busy_time_is_their_union_over_the_span(tmp_p
         ("Memcpy HtoD (Pinned -> Device)", "memcpy", 1, 15, 15 / 60),
         ("relu", "kernel", 1, 5, 5 / 60),
     ]
-    assert a.gpu_busy_share == pytest.approx(0.35)
+    assert (a.gpu_busy_share, a.kernel_busy_share) == (pytest.approx(0.45), pytest.approx(0.35))
     idle = next(f for f in a.findings if f.kind == "gpu_idle")
-    assert idle.value == pytest.approx(0.65)
-    assert "busy 35.0%" in idle.message
+    assert idle.value == pytest.approx(0.55)
+    assert "busy 45.0%" in idle.message
 
 
 def test_a_cpu_trace_has_no_kernels_and_no_busy_share(tmp_path: Path) -> None:
@@ -337,18 +359,29 @@ def test_the_text_report_has_one_profiler_line_per_topic(tmp_path: Path) -> None
         mark("collate", 100, 200),
         memory(10, 12_300_000),
     ]
-    text = format_analysis(analyze_trace(trace(tmp_path, events, sections=["collate"])), trace_path="x.json")
-    assert text.splitlines() == [
+    a = analyze_trace(trace(tmp_path, events, sections=["collate"]))
+    assert format_analysis(a, trace_path="x.json", width=100).splitlines() == [
         "[Profiler] Trace: x.json (8 events, 2 steps, 4.00 ms)",
-        "[Profiler] Top 2 CPU operations:"
-        " aten::addmm 80.0% (1.00 ms, 1 call), aten::relu 20.0% (250.0 µs, 1 call)",
-        "[Profiler] Memory peaks: cpu 12.3 MB allocated",
         "[Profiler] Summary:"
         " dataloader 10.0%, forward 40.0%, backward 0.0%, optimizer 0.0%, unaccounted 50.0%",
+        "[Profiler] Phases from (share of step time; unaccounted: inside annotations that mark no phase):",
+        "[Profiler]   share  phase         source   mark",
+        "[Profiler]   10.0%  data loading  perfkit  perfkit.phase.data_fetch",
+        "[Profiler]   40.0%  forward       perfkit  perfkit.phase.forward",
+        "[Profiler] Top 2 CPU ops by self time (share of all op self time):",
+        "[Profiler]   self time  share     total  calls  op",
+        "[Profiler]     1.00 ms  80.0%   1.00 ms      1  aten::addmm",
+        "[Profiler]    250.0 µs  20.0%  250.0 µs      1  aten::relu",
+        "[Profiler] Top 1 annotations by time inside the steps:",
+        "[Profiler]       time  share  ranges  kind  annotation",
+        "[Profiler]   200.0 µs   5.0%       1  cpu   collate",
+        "[Profiler] Memory peaks: cpu 12.3 MB allocated",
         "[Profiler] Sections: collate 5.0%",
-        "[Profiler] Bottlenecks: aten::addmm takes 80.0% of CPU op self time (1.00 ms over 1 call);"
-        " 50.0% of step time is outside any phase mark"
-        " (untracked work, e.g. Python between the marked phases)",
+        "[Profiler] Bottlenecks:",
+        "[Profiler]   - aten::addmm takes 80.0% of CPU op self time (1.00 ms over 1 call)",
+        "[Profiler]   - 50.0% of step time is outside any phase mark"
+        " (untracked work, e.g. Python between the",
+        "[Profiler]     marked phases)",
     ]
 
 
@@ -371,46 +404,37 @@ def test_to_dict_is_plain_json_with_shares(tmp_path: Path) -> None:
         "per_step",
         "sections",
         "findings",
+        "kernel_busy_share",
+        "unlaunched_device_us",
+        "idle",
+        "transfers",
+        "comm",
+        "phase_sources",
+        "annotations",
+        "skipped",
+        "rank",
     }
 
 
-# --- diff ------------------------------------------------------------------------------------
+def test_from_dict_reads_to_dict_back_and_older_analyses_without_the_new_fields(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        mark("## forward ##", 0, 25),
+        kernel("k", 0, 10),
+        memory(1, 5),
+        op("aten::mm", 0, 5),
+    ]
+    a = analyze_trace(trace(tmp_path, events, sections=["s"]))
+    data = json.loads(json.dumps(a.to_dict()))
+    assert TraceAnalysis.from_dict(data) == a
+    old = {k: v for k, v in data.items() if k in _FIRST_RELEASE_KEYS}
+    assert TraceAnalysis.from_dict(old).phases == a.phases
+    with pytest.raises(ValueError, match="not a perfkit trace analysis"):
+        TraceAnalysis.from_dict({**data, "idle": [{"stream": "x"}]})
 
 
-def test_diff_compares_per_step_and_lists_grown_and_new_ops_and_sections(tmp_path: Path) -> None:
-    before = trace(
-        tmp_path,
-        [
-            *(step(1, 0, 100), step(2, 100, 100), mark("perfkit.phase.data_fetch", 0, 20)),
-            *(mark("collate", 0, 10), op("aten::mm", 30, 40), op("aten::relu", 130, 10)),
-            op("aten::add", 150, 20),
-        ],
-        name="a.json",
-        sections=["collate"],
-    )
-    after = trace(
-        tmp_path,
-        [
-            *(step(7, 0, 300), mark("perfkit.phase.data_fetch", 0, 150), mark("collate", 0, 100)),
-            *(op("aten::mm", 160, 60), op("aten::relu", 230, 5), op("aten::gelu", 240, 30)),
-        ],
-        name="b.json.gz",
-        sections=["collate"],
-    )
-    d = diff_traces(before, after)
-    assert (d.before_steps, d.after_steps, d.before_step_us, d.after_step_us) == (2, 1, 100, 300)
-    data = d.phases[0]
-    assert (data.phase, data.before_us, data.after_us, data.change_us) == ("data_loading", 10, 150, 140)
-    assert (data.before_share, data.after_share) == (0.1, 0.5)
-    assert [p.phase for p in d.phases] == list(ALL_PHASES)
-    assert [(c.name, c.before_us, c.after_us, c.change_us) for c in d.grown_ops] == [("aten::mm", 20, 60, 40)]
-    assert [(c.name, c.after_us) for c in d.new_ops] == [("aten::gelu", 30)]
-    assert [(c.name, c.before_us, c.after_us) for c in d.grown_sections] == [("collate", 5, 100)]
-    text = format_diff(d)
-    assert "[Profiler] Diff: " in text
-    assert "aten::mm 20.0 µs -> 60.0 µs (+40.0 µs)" in text
-    assert "New ops: aten::gelu 30.0 µs per step" in text
-    assert json.loads(json.dumps(d.to_dict()))["grown_ops"][0]["change_us"] == 40
+_FIRST_RELEASE_KEYS = {"path", "event_count", "step_count", "span_us", "top_cpu_ops", "top_cuda_kernels"}
+_FIRST_RELEASE_KEYS |= {"gpu_busy_share", "memory", "phases", "per_step", "sections", "findings"}
 
 
 # --- real torch traces -----------------------------------------------------------------------
