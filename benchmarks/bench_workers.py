@@ -10,7 +10,9 @@ drain. Both are per record over a bare call, best of 5 rounds, in the same run.
 
 Part 2 runs a real DataLoader (2 fork workers) whose ``__getitem__`` makes 200
 records per item, with and without ``perfkit.torch.instrument``: the difference
-per batch is what handing the records over costs end to end.
+per batch is what handing the records over costs end to end. Part 3 does the same
+for torchdata.nodes pipelines (a ParallelMapper with 2 process workers, then 2
+thread workers), when torchdata is installed.
 """
 
 from __future__ import annotations
@@ -95,6 +97,32 @@ def epoch_s(instrumented: bool) -> float:
     return best
 
 
+def work(i: int) -> torch.Tensor:
+    """A torchdata map function making 200 records per item, as ``Items.__getitem__`` does."""
+    for _ in range(200):
+        with perfkit.section("work"):
+            pass
+    return torch.zeros(8)
+
+
+def nodes_epoch_s(method: str, instrumented: bool) -> float:
+    from torchdata.nodes import Batcher, IterableWrapper, Loader, ParallelMapper
+
+    mapper = ParallelMapper(
+        IterableWrapper(range(256)), work, num_workers=2, method=method, multiprocessing_context="fork"
+    )  # type: ignore[arg-type]
+    loader = Loader(Batcher(mapper, batch_size=8))
+    if instrumented:
+        perfkit.torch.instrument(loader, "bench")
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in loader:
+            pass
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -117,6 +145,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{plain * 1e3:.1f} ms without handing records over, {shipped * 1e3:.1f} ms with "
         f"({extra / batches * 1e3:+.2f} ms per batch, {extra / records * 1e9:+.0f} ns per record)"
     )
+    try:
+        import torchdata.nodes  # noqa: F401
+    except ImportError:
+        print("\ntorchdata is not installed: no torchdata.nodes rows")
+        return 0
+    for method in ("process", "thread"):
+        plain, shipped = nodes_epoch_s(method, False), nodes_epoch_s(method, True)
+        extra = shipped - plain
+        print(
+            f"torchdata.nodes ParallelMapper, 2 {method} workers, {records:,} records per epoch: "
+            f"{plain * 1e3:.1f} ms without, {shipped * 1e3:.1f} ms with "
+            f"({extra / records * 1e9:+.0f} ns per record)"
+        )
     return 0
 
 
