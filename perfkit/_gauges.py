@@ -80,18 +80,27 @@ class GaugeData:
 
 
 class GaugeRing:
-    """Newest ``capacity`` samples of one gauge, with exact count and sum over all of them."""
+    """Newest ``capacity`` samples of one gauge, with exact count and sum over all of them.
+
+    Allocated small and doubled as it fills, up to ``capacity``.
+    """
 
     __slots__ = ("_times", "_values", "capacity", "total", "written")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._times = np.zeros(capacity, np.int64)
-        self._values = np.zeros(capacity, np.float64)
+        size = min(capacity, 16)
+        self._times = np.zeros(size, np.int64)
+        self._values = np.zeros(size, np.float64)
         self.written = 0
         self.total = 0.0
 
     def add(self, t_ns: int, value: float) -> None:
+        size = len(self._times)
+        if self.written == size and size < self.capacity:  # nothing wrapped yet: positions are kept
+            grown = min(self.capacity, 2 * size)
+            self._times = np.concatenate([self._times, np.zeros(grown - size, np.int64)])
+            self._values = np.concatenate([self._values, np.zeros(grown - size, np.float64)])
         pos = self.written % self.capacity
         self._times[pos] = t_ns
         self._values[pos] = value

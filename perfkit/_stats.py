@@ -82,14 +82,15 @@ class SeriesData:
             median, p95, p99 = (float(v) / _NS for v in np.percentile(d, [50.0, 95.0, 99.0]))
         else:  # every sample of this part was overwritten: only the exact totals are left
             median = p95 = p99 = math.nan
+        count = self.count or math.nan  # a part with no record (a hand-made SeriesData): no mean
         return Stats(
             count=self.count,
             total_s=self.total_ns / _NS,
-            mean_s=self.total_ns / self.count / _NS,
+            mean_s=self.total_ns / count / _NS,
             median_s=median,
             p95_s=p95,
             p99_s=p99,
-            std_s=math.sqrt(self.m2 / self.count) / _NS,
+            std_s=math.sqrt(max(self.m2, 0.0) / count) / _NS,
             min_s=self.min_ns / _NS,
             max_s=self.max_ns / _NS,
             errors=self.errors,
@@ -146,8 +147,8 @@ def combine(parts: list[SeriesData], thread_maps: list[I64]) -> SeriesData:
     """
     count = sum(p.count for p in parts)
     total = sum(p.total_ns for p in parts)
-    mean = total / count
-    m2 = sum(p.m2 + p.count * (p.total_ns / p.count - mean) ** 2 for p in parts)
+    mean = total / count if count else 0.0
+    m2 = sum(p.m2 + p.count * (p.total_ns / p.count - mean) ** 2 for p in parts if p.count)
     return SeriesData(
         count=count,
         total_ns=total,

@@ -37,6 +37,7 @@ class Cursor:
     nodes: dict[int, tuple[int, int, int]] = field(repr=False)
     gauges: dict[str, tuple[int, float]] = field(repr=False)
     dropped_in_transfer: int = 0
+    dropped: dict[str, int] = field(default_factory=dict, repr=False)
 
 
 class ThreadTable:
@@ -45,7 +46,6 @@ class ThreadTable:
     def __init__(self) -> None:
         self.infos: list[ThreadInfo] = []
         self._index: dict[int, int] = {}
-        self._roots = np.asarray(NODES.roots, dtype=np.int64)
 
     def index_of_root(self, root: int) -> int:
         idx = self._index.get(root)
@@ -55,11 +55,11 @@ class ThreadTable:
         return idx
 
     def indexes(self, nodes: I64) -> I64:
-        uniq, inv = np.unique(self._roots[nodes], return_inverse=True)
-        numbers = np.empty(len(uniq), dtype=np.int64)
-        for i, root in enumerate(uniq.tolist()):
-            numbers[i] = self.index_of_root(root)
-        return numbers[inv].reshape(-1)
+        # Only the nodes at hand are looked up: the cost follows the window, not the node table.
+        uniq, inv = np.unique(nodes, return_inverse=True)
+        roots = NODES.roots
+        numbers = np.array([self.index_of_root(roots[n]) for n in uniq.tolist()], dtype=np.int64)
+        return numbers[inv].reshape(-1) if len(uniq) else np.zeros(0, np.int64)
 
 
 def series_window(ring: Ring, marks: Marks | None, threads: ThreadTable) -> SeriesData | None:
@@ -85,6 +85,12 @@ def series_window(ring: Ring, marks: Marks | None, threads: ThreadTable) -> Seri
         threads=threads.indexes(kept.nodes),
         sample_errors=kept.errors,
     )
+
+
+def dropped_window(now: dict[str, int], since: Cursor | None) -> dict[str, int]:
+    """What was dropped since ``since``, by reason (reasons with nothing dropped left out)."""
+    before = since.dropped if since else {}
+    return {k: v - before.get(k, 0) for k, v in now.items() if v > before.get(k, 0)}
 
 
 def gauge_windows(gauges: dict[str, GaugeRing], since: Cursor | None) -> dict[str, GaugeData]:

@@ -90,7 +90,7 @@ def become_worker(worker_id: int, name: str) -> None:
     thread = threading.current_thread()
     info = ThreadInfo(pid=os.getpid(), tid=threading.get_ident(), name=thread.name, worker=worker_id)
     cell = get_cell(None) or new_cell()
-    cell[:] = [NODES.root(info)]
+    cell[:] = [NODES.root(info), cell[1]]  # records start at the worker's root; the owner stays
     for registry in all_registries():
         registry.forward()
     _hook_fetcher(name)
