@@ -40,7 +40,7 @@ from typing import Any
 
 MAX_NODES = 200_000
 """Interned nodes per process; past it, new (parent, name) pairs become ``OVERFLOW``."""
-MAX_ROOTS = 1024
+MAX_ROOTS = 4096
 """Threads with a root of their own per process; later threads share the "other threads" root."""
 OVERFLOW = 1
 """The node of every path interned past ``MAX_NODES``: its records are dropped and counted."""

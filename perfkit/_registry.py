@@ -40,6 +40,7 @@ from ._transfer import OUTBOX_MAX, Mailbox, RecordBatch, unpack
 from ._validate import MAX_PREFIXES, TIME_LIMIT, check_int, check_name, check_time, name_prefix, salvage
 from ._warn import WarnOnce
 from ._windows import Cursor as Cursor
+from .names import is_stage_series
 from ._windows import ThreadTable, dropped_window, gauge_windows, node_windows, series_window
 
 DRAIN_AT = 3 * 4096
@@ -48,10 +49,11 @@ MAX_CAPACITY = 10_000_000
 """Largest ``capacity``: a full ring of one series then holds 250 MB."""
 MAX_SERIES = 1_000_000
 """Largest ``max_series``."""
+STAGE_ROOM = 1000
+"""Series of perfkit's own (``STAGE.step``, ``LOADER.data.wait``) admitted past ``max_series``."""
 INVALID = "invalid records"
 NODES_FULL = "node table full"
 OVER_CAP = "past max_series: "
-_warn = WarnOnce()
 
 
 _ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -89,6 +91,7 @@ class Registry:
         "_nodes",
         "_pid",
         "_rings",
+        "_said",
         "_start_ns",
         "capacity",
         "clock",
@@ -122,6 +125,7 @@ class Registry:
         self._nodes: dict[int, list[int]] = {}
         self._gauges: dict[str, GaugeRing] = {}
         self._lost: dict[str, int] = {}
+        self._said = WarnOnce()  # each kind of loss is said once per registry
         self._generation = 0
         self._id = next(_IDS)
         self._pid = os.getpid()
@@ -242,7 +246,7 @@ class Registry:
             if len(nodes):
                 self.ingest(nodes, batch.starts, batch.durations, batch.errors)
         if self._mail.dropped_in > before:
-            _warn(
+            self._said(
                 "transfer",
                 f"perfkit: DataLoader workers dropped {self._mail.dropped_in - before:,} records they could "
                 f"not hand over (more than {OUTBOX_MAX:,} per batch); counted in "
@@ -256,22 +260,27 @@ class Registry:
         if reason.startswith(OVER_CAP) and prefixes >= MAX_PREFIXES:
             reason = OVER_CAP + "(other)"  # the count of prefixes is bounded too
         self._lost[reason] = self._lost.get(reason, 0) + n
+        kind = reason.split(":")[0]
+        if kind in self._said.counts:
+            self._said.counts[kind] += 1
+            return
         if reason.startswith(OVER_CAP):
             message = (
-                f"perfkit: registry {self._id} holds max_series={self.max_series} series; records of "
-                f"new names (first: {what!r}) are dropped and counted in snapshot.dropped (said once)"
+                f"perfkit: a registry holds max_series={self.max_series} series; records of new names "
+                f"(first: {what!r}) are dropped and counted in snapshot.dropped (said once)"
             )
         elif reason == NODES_FULL:
             message = (
-                f"perfkit: {len(NODES.names)} distinct paths of sections: records of new paths are "
+                f"perfkit: {len(NODES.names):,} distinct paths of sections: records of new paths are "
                 "dropped and counted in snapshot.dropped (said once)"
             )
         else:
             message = (
                 f"perfkit: {n} records with a start or end that is not an int of nanoseconds within "
-                f"2**61 of zero ({what or 'check the registry clock'}) were dropped and counted (said once)"
+                f"2**61 of zero ({what or 'check the registry clock'}) were dropped and counted in "
+                "snapshot.dropped (said once)"
             )
-        _warn(reason.split(":")[0], message)
+        self._said(kind, message)
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -307,7 +316,7 @@ class Registry:
             for k, node in enumerate(present.tolist()):
                 i = node if ids is nodes else k
                 name = names[node]
-                if name not in rings and len(rings) >= self.max_series:
+                if name not in rings and len(rings) >= self.max_series and not self._reserved(name):
                     over.append(i)
                     self._count_lost(OVER_CAP + name_prefix(name), int(counts[i]), name)
                     continue
@@ -337,6 +346,11 @@ class Registry:
             for name, g in group_of_name.items():
                 idx = order[bounds[g] : bounds[g + 1]]
                 rings[name].extend(starts[idx], durations[idx], nodes[idx], errors[idx])
+
+    def _reserved(self, name: str) -> bool:
+        """perfkit's own stage and loader series stay admitted past ``max_series`` (up to
+        ``STAGE_ROOM`` more), so a program's own names can never take a monitor's step times."""
+        return len(self._rings) < self.max_series + STAGE_ROOM and is_stage_series(name)
 
     # Handing records to another process: a DataLoader worker forwards, the main process receives.
 
@@ -425,6 +439,7 @@ class Registry:
     def _after_fork(self) -> None:
         # The child starts clean: the parent's records are the parent's to report.
         self._lock = threading.RLock()
+        self._said.after_fork()
         self._buf.clear()
         self._mail = Mailbox()
         self._gpu = PendingGpu()

@@ -51,7 +51,7 @@ class ResourceSampler:
     >>> import perfkit
     >>> reg = perfkit.Registry()
     >>> with perfkit.ResourceSampler(0.05, registry=reg, sources=["process"]) as sampler:
-    ...     _ = sampler.sample_now()
+    ...     sampler.sample_now()
     >>> "process.rss_mb" in reg.snapshot().gauges
     True
     """
@@ -139,22 +139,21 @@ class ResourceSampler:
             if thread.is_alive():
                 self._say_stuck("stopping")
 
-    def sample_now(self) -> Mapping[str, float]:
-        """Have the thread take a sample now (the end of an epoch) and return the latest values.
+    def sample_now(self) -> None:
+        """Have the thread take a sample now (the end of an epoch); ``latest`` then holds its values.
 
-        Waits at most ``timeout_s`` for it, and not at all while a source is stuck: then the
-        values are those of the last sample that completed.
+        Waits at most ``timeout_s`` for it, and not at all while a source is stuck: ``latest``
+        then holds the values of the last sample that completed.
         """
         thread = self._thread
         if thread is None or not thread.is_alive() or thread is threading.current_thread():
-            return self.latest
+            return
         if self.stuck is None:
             with self._cond:
                 target = self._started + 1
                 self._wake.set()
                 if not self._cond.wait_for(lambda: self._completed >= target, self.timeout_s):
                     self._say_stuck("sampling")
-        return self.latest
 
     # ---- the sampler's thread ---------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._snapshot import Snapshot
-from .._warn import WarnOnce
+from .._warn import WarnOnce, log
 from ..stages import StageWindow
 
 FORMAT = 2
@@ -144,6 +144,14 @@ class RunWriter:
                     "epoch": window.epoch,
                     "reason": reason,
                 }
+            )
+            # On the console with each lost window, not only in the once-per-kind warning.
+            log.warning(
+                "perfkit: %s epoch %s was not written to %s: %s",
+                window.stage,
+                window.epoch,
+                self.path,
+                reason,
             )
             raise
 

@@ -33,7 +33,6 @@ from ._export import TraceExporter, TraceJob
 from ._marks import RangeTracer, mark_phases
 from ._schedule import Cycle, Schedule
 
-
 MAX_TRACE_MB = 100_000.0
 """Largest ``max_trace_mb`` (100 GB)."""
 

@@ -77,7 +77,8 @@ def test_a_hung_call_trips_the_breaker_from_the_training_side_and_a_full_queue_d
     try:
         assert bg.submit(hang)
         assert started.wait(10)
-        assert bg.submit(lambda: None) and bg.submit(lambda: None)
+        assert bg.submit(lambda: None)
+        assert bg.submit(lambda: None)
         assert bg.submit(lambda: None) is False  # the queue holds 2
         now[0] = 11.0  # the call has run past timeout_s
         with pytest.warns(PerfkitWarning, match="a call has run for 11.0 s"):

@@ -78,8 +78,9 @@ class PerfMonitor(PerfkitCallback):
             or not isinstance(sample_interval_s, (int, float))
             or not 0 < sample_interval_s <= MAX_INTERVAL_S  # NaN fails too
         ):
+            limit = f"(0, {MAX_INTERVAL_S:g}]"
             raise ValueError(
-                f"sample_interval_s must be a finite number in (0, {MAX_INTERVAL_S:g}], got {sample_interval_s!r}"
+                f"sample_interval_s must be a finite number in {limit}, got {sample_interval_s!r}"
             )
         if run_dir is not None and not isinstance(run_dir, (str, Path)):
             raise TypeError(f"run_dir must be a path or None, got {run_dir!r}")
