@@ -40,8 +40,8 @@ from ._transfer import OUTBOX_MAX, Mailbox, RecordBatch, unpack
 from ._validate import MAX_PREFIXES, TIME_LIMIT, check_int, check_name, check_time, name_prefix, salvage
 from ._warn import WarnOnce
 from ._windows import Cursor as Cursor
-from .names import is_stage_series
 from ._windows import ThreadTable, dropped_window, gauge_windows, node_windows, series_window
+from .names import is_stage_series
 
 DRAIN_AT = 3 * 4096
 """Pending ints (three per record) that trigger a drain on the recording thread."""

@@ -15,9 +15,9 @@ import pytest
 import perfkit
 from perfkit import PerfkitWarning, Registry
 from perfkit._context import NODES
+from tests.conftest import FakeClock
 
 OTHER_THREADS = "other threads"
-from tests.conftest import FakeClock
 
 
 def test_names_past_max_series_are_dropped_counted_per_prefix_and_warned_once(clock: FakeClock) -> None:
@@ -69,9 +69,8 @@ def test_threads_past_the_bound_share_one_root_and_nothing_is_lost(monkeypatch: 
     before = len(NODES.names)
 
     def work() -> None:
-        with perfkit.section("job", registry=reg):
-            with perfkit.section("inner", registry=reg):
-                pass
+        with perfkit.section("job", registry=reg), perfkit.section("inner", registry=reg):
+            pass
 
     for _ in range(room + 500):
         t = threading.Thread(target=work)

@@ -146,8 +146,7 @@ def test_cli_writes_where_asked_and_lists_a_broken_file_it_skipped(
     assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>")
     (synthetic / "windows" / "val_epoch1.json").write_text("{not json")
     assert main(["report", str(synthetic)]) == 0
-    out, err = capsys.readouterr()
-    assert err == ""
+    assert capsys.readouterr().err == ""
     findings = section((synthetic / "report.html").read_text(), "findings")
     assert "windows.jsonl line 4: val_epoch1.json: snapshot: not JSON" in findings
     assert main(["report", str(tmp_path / "no-run")]) == 2
