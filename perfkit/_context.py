@@ -17,7 +17,12 @@ function in another thread), and the copy holds the *same* list. A ``section``,
 which may stay open across an ``await``, therefore checks the owner first and,
 in a context that does not own its cell, starts a cell of its own that continues
 from the open node (re-rooted under its own thread): each task and each thread
-has its own stack. Plain ``@timed`` calls run to completion and do not check.
+has its own stack. The check costs two attribute reads while no asyncio task runs
+and the cell is a thread's (a thread's cell holds its ident, a task's the task);
+only then does it ask asyncio and threading who is running. Plain ``@timed``
+calls run to completion and do not check. What it cannot see: two threads
+handed one *thread's* cell through copied contexts made outside any section
+(``contextvars.copy_context().run`` in a thread pool) share its stack.
 
 The table is bounded: past ``MAX_ROOTS`` threads, new threads share one root
 (their records are kept, reported as one "other threads" row); past
@@ -29,11 +34,12 @@ sections after request ids, keeps a flat memory and a flat cost per record.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
-from asyncio import current_task
+from asyncio import current_task, tasks
 from asyncio.events import _get_running_loop
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -186,6 +192,13 @@ CELL: ContextVar[list[Any]] = ContextVar("perfkit_open_node")
 get_cell: Callable[[None], list[Any] | None] = CELL.get
 running_loop = _get_running_loop
 get_ident = threading.get_ident
+RUNNING_TASKS: Sized = (True,)
+"""Non-empty while an asyncio task runs a step in any thread (asyncio's own table, where it keeps
+one): a section checks whose its cell is only then, or when the cell is not a thread's. Where
+asyncio keeps no such table (3.14 moved it into the thread state), always non-empty: always checked."""
+_table = getattr(tasks, "_current_tasks", None)
+if sys.version_info < (3, 14) and isinstance(_table, dict):
+    RUNNING_TASKS = _table
 
 
 def current_thread_info() -> ThreadInfo:

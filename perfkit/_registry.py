@@ -212,28 +212,27 @@ class Registry:
             errors = raw < 0
             nodes = np.where(errors, ~raw, raw) if errors.any() else raw
             starts, ends = arr[:, 1], arr[:, 2]
-            if len(arr) and (
-                int(flat.min()) < -TIME_LIMIT
-                or int(flat.max()) > TIME_LIMIT
-                or int(nodes.min()) <= OVERFLOW
-                or int(nodes.max()) >= len(NODES.names)
-            ):
-                keep = self._valid(nodes, starts, ends)
+            if len(arr) and (int(flat.min()) < -TIME_LIMIT or int(flat.max()) > TIME_LIMIT):
+                keep = self._valid_times(starts, ends)
                 nodes, starts, ends, errors = nodes[keep], starts[keep], ends[keep], errors[keep]
             if len(nodes):
                 self.ingest(nodes, starts, np.maximum(ends - starts, 0), errors)
 
-    def _valid(self, nodes: I64, starts: I64, ends: I64) -> Bools:
-        """Which records can enter; the others are counted (their times, or a full node table)."""
-        times = (
+    def _valid_times(self, starts: I64, ends: I64) -> Bools:
+        """Which records have a start and end within ``TIME_LIMIT``; the others are counted."""
+        keep: Bools = (
             (starts >= -TIME_LIMIT) & (starts <= TIME_LIMIT) & (ends >= -TIME_LIMIT) & (ends <= TIME_LIMIT)
         )
-        known = (nodes > OVERFLOW) & (nodes < len(NODES.names))
-        full = int(np.count_nonzero(times & (nodes == OVERFLOW)))
-        keep: Bools = times & known
-        self._count_lost(NODES_FULL, full)
-        self._count_lost(INVALID, len(nodes) - int(np.count_nonzero(keep)) - full)
+        self._count_lost(INVALID, len(keep) - int(np.count_nonzero(keep)))
         return keep
+
+    def _known_nodes(self, nodes: I64) -> Bools:
+        """Which records have a node of this process's table; ``OVERFLOW`` and the rest are counted."""
+        known: Bools = (nodes > OVERFLOW) & (nodes < len(NODES.names))
+        full = int(np.count_nonzero(nodes == OVERFLOW))
+        self._count_lost(NODES_FULL, full)
+        self._count_lost(INVALID, len(nodes) - int(np.count_nonzero(known)) - full)
+        return known
 
     def _receive(self) -> None:
         before = self._mail.dropped_in
@@ -293,19 +292,26 @@ class Registry:
     def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
         """Append columns of records (oldest first) whose nodes are interned in this process."""
         with self._lock:
-            if self._mail.outbox is not None:
-                self._mail.keep(nodes, starts, durations, errors)
-                return
             if not len(nodes):
                 return
+            top = int(nodes.max())
             # bincount sizes its output by the largest node: past a few per record, count the
             # distinct nodes instead, so the cost per record does not grow with the node table.
-            if int(nodes.max()) <= 4 * len(nodes) + 4096:
-                present, ids = np.flatnonzero(np.bincount(nodes)), nodes
+            if top <= 4 * len(nodes) + 4096:
+                counts = np.bincount(nodes)
+                present, ids = np.flatnonzero(counts), nodes
             else:
                 present, ids = np.unique(nodes, return_inverse=True)
                 ids = ids.reshape(-1)
-            counts = np.bincount(ids)
+                counts = np.bincount(ids)
+            if int(present[0]) <= OVERFLOW or top >= len(NODES.names):  # a full table, or not ours
+                keep = self._known_nodes(nodes)
+                if keep.any():
+                    self.ingest(nodes[keep], starts[keep], durations[keep], errors[keep])
+                return
+            if self._mail.outbox is not None:
+                self._mail.keep(nodes, starts, durations, errors)
+                return
             totals = np.bincount(ids, weights=durations)
             errs = np.bincount(ids, weights=errors) if errors.any() else np.zeros(len(counts))
             names = NODES.names

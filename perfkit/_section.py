@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar, cast
 
-from ._context import _CELLS, NODES, get_cell, get_ident, new_cell, own_cell, running_loop
+from ._context import _CELLS, NODES, RUNNING_TASKS, get_cell, new_cell, own_cell
 from ._gpu_events import torch_events, warn_no_cuda
 from ._registry import DRAIN_AT, Registry, check_registry, current_registry
 from ._state import SWITCH
@@ -57,8 +57,9 @@ class Section:
             return self
         reg = self._registry or current_registry()
         cell = get_cell(None)
-        # A cell shared with another task or thread (a copied context) is not ours to push on.
-        if cell is None or running_loop() is not None or cell[1] != get_ident():
+        # A cell shared with another task or thread (a copied context) is not ours to push on:
+        # asked only while a task runs somewhere, or when the cell is a task's (see _context).
+        if cell is None or RUNNING_TASKS or cell[1].__class__ is not int:
             cell = own_cell(cell)
         parent = cell[0]
         node = self._kids.get(parent) or NODES.child(parent, self.name)
@@ -199,6 +200,7 @@ def _adopt_frame(owner: Section, cell: list[Any] | None) -> tuple[Any, ...] | No
 
 _CACHE: dict[tuple[str, Registry | None, bool], Section] = {}
 _BY_NAME: dict[str, Section] = {}  # the (name, None) entries of _CACHE, found without a tuple
+_BY_REGISTRY: dict[Registry, dict[str, Section]] = {}  # the (name, registry) ones, likewise
 _CACHE_MAX = 4096
 
 
@@ -219,11 +221,14 @@ def section(name: str, *, registry: Registry | None = None, cuda: bool = False) 
     With ``cuda=True`` the block's GPU time is recorded too, as ``NAME.gpu``, from CUDA events
     on the current stream resolved lazily (no ``torch.cuda.synchronize()`` per block).
     """
-    if registry is None and not cuda:
+    if not cuda:
         try:
-            cached = _BY_NAME.get(name)
-        except TypeError:  # unhashable: check_name says what it should be
+            cached = _BY_NAME.get(name) if registry is None else _BY_REGISTRY[registry].get(name)
+        except KeyError:
+            cached = None
+        except TypeError:  # unhashable: the checks below say what it should be
             check_name(name)
+            check_registry(registry)
             raise
         if cached is not None:
             return cached
@@ -237,7 +242,11 @@ def section(name: str, *, registry: Registry | None = None, cuda: bool = False) 
     if len(_CACHE) >= _CACHE_MAX:  # names built at run time must not grow the cache forever
         _CACHE.clear()
         _BY_NAME.clear()
+        _BY_REGISTRY.clear()
     obj = _CACHE[key] = (CudaSection if cuda else Section)(name, registry)
-    if registry is None and not cuda:
-        _BY_NAME[name] = obj
+    if not cuda:
+        if registry is None:
+            _BY_NAME[name] = obj
+        else:
+            _BY_REGISTRY.setdefault(registry, {})[name] = obj
     return obj

@@ -45,6 +45,7 @@ def test_a_failing_sink_with_warnings_as_errors_is_logged_and_the_loop_goes_on(
 def test_a_drain_that_drops_records_with_warnings_as_errors_does_not_raise(
     clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="perfkit")
     reg = perfkit.Registry(clock=clock, max_series=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -126,7 +126,8 @@ class ResourceSampler:
 
     def stop(self) -> None:
         """Stop polling: the thread takes a last sample and closes the sources. Waits at most
-        ``timeout_s`` (past one interval) for it; a thread stuck in a source is left behind. Idempotent."""
+        ``timeout_s`` for it (none while a source is stuck); a thread stuck in a source is left
+        behind, a daemon. Idempotent."""
         with self._lock:
             thread = self._thread
             if thread is None:
@@ -135,7 +136,8 @@ class ResourceSampler:
             self._stop.set()
             self._wake.set()
         if thread is not threading.current_thread():
-            thread.join(self.timeout_s)
+            if self.stuck is None:  # known to be stuck: no wait at all
+                thread.join(self.timeout_s)
             if thread.is_alive():
                 self._say_stuck("stopping")
 

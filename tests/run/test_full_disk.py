@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import subprocess
 import warnings
@@ -103,7 +102,6 @@ def test_a_run_started_on_a_full_disk_writes_its_windows_once_space_is_freed(
 def test_a_line_cut_short_by_a_full_disk_is_never_glued_to_the_next(
     disk: Path, clock: FakeClock, reg: perfkit.Registry
 ) -> None:
-    logging.getLogger("perfkit").setLevel(logging.ERROR)
     run = RunWriter(disk / "run")
     first = epoch(0, run, reg, clock)
     assert first.window is not None
