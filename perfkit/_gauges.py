@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._ring import I64
+from ._validate import Fields
 
 F64 = npt.NDArray[np.float64]
 
@@ -114,3 +115,16 @@ class GaugeRing:
         n = min(count, self.capacity)
         idx = np.arange(self.written - n, self.written) % self.capacity
         return GaugeData(count, self.total - since_total, self._times[idx], self._values[idx])
+
+
+def gauge_from_dict(f: Fields, raw: object, where: str) -> GaugeData:
+    """A gauge as ``Snapshot.to_dict`` wrote it, checked (``f`` names what is wrong)."""
+    g = f.mapping(raw, where)
+    count = f.integer(g, "count", where)
+    times, values = f.column(g, "times_ns", where), f.column(g, "values", where, kind="f")
+    if not 1 <= len(times) == len(values) <= count:
+        raise f.fail(
+            where,
+            f"needs 1 <= len(times_ns) == len(values) <= count, got {len(times)}, {len(values)}, {count}",
+        )
+    return GaugeData(count, f.number(g, "total", where), times, values)

@@ -12,9 +12,10 @@ takes differences, so a window's count and total are exact even when the ring
 overwrote some of its samples.
 
 Nothing a caller hands over can poison the registry: ``record`` refuses a start or
-end that is not an int of nanoseconds, and a drain that meets one anyway (a clock
-returning floats) drops it and counts it, as it does for records past ``max_series``
-distinct names and for paths past the node table's bound (``dropped``).
+end that is not an int of nanoseconds, and a drain that meets one anyway (a clock that
+misbehaves mid-run: None, NaN, a number past int64) drops it and counts it, as it does
+for records past ``max_series`` distinct names and for paths past the node table's
+bound (``dropped``).
 """
 
 from __future__ import annotations
@@ -37,10 +38,18 @@ from ._gpu_events import EventFactory, PendingGpu
 from ._ring import I64, Bools, Ring
 from ._snapshot import Snapshot
 from ._transfer import OUTBOX_MAX, Mailbox, RecordBatch, unpack
-from ._validate import MAX_PREFIXES, TIME_LIMIT, check_int, check_name, check_time, name_prefix, salvage
-from ._warn import WarnOnce
+from ._validate import TIME_LIMIT, check_int, check_name, check_time, name_prefix, salvage
+from ._windows import (
+    INVALID,
+    NODES_FULL,
+    OVER_CAP,
+    Losses,
+    ThreadTable,
+    gauge_windows,
+    node_windows,
+    series_window,
+)
 from ._windows import Cursor as Cursor
-from ._windows import ThreadTable, dropped_window, gauge_windows, node_windows, series_window
 from .names import is_stage_series
 
 DRAIN_AT = 3 * 4096
@@ -51,9 +60,6 @@ MAX_SERIES = 1_000_000
 """Largest ``max_series``."""
 STAGE_ROOM = 1000
 """Series of perfkit's own (``STAGE.step``, ``LOADER.data.wait``) admitted past ``max_series``."""
-INVALID = "invalid records"
-NODES_FULL = "node table full"
-OVER_CAP = "past max_series: "
 
 
 _ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -91,7 +97,6 @@ class Registry:
         "_nodes",
         "_pid",
         "_rings",
-        "_said",
         "_start_ns",
         "capacity",
         "clock",
@@ -124,8 +129,7 @@ class Registry:
         self._rings: dict[str, Ring] = {}
         self._nodes: dict[int, list[int]] = {}
         self._gauges: dict[str, GaugeRing] = {}
-        self._lost: dict[str, int] = {}
-        self._said = WarnOnce()  # each kind of loss is said once per registry
+        self._lost = Losses(self.max_series)
         self._generation = 0
         self._id = next(_IDS)
         self._pid = os.getpid()
@@ -178,7 +182,7 @@ class Registry:
             ring = self._gauges.get(name)
             if ring is None:
                 if len(self._gauges) >= self.max_series:
-                    self._count_lost(OVER_CAP + name_prefix(name), 1, name)
+                    self._lost.add(OVER_CAP + name_prefix(name), 1, name)
                     return
                 ring = self._gauges[name] = GaugeRing(self.capacity)
             ring.add(t, float(value))
@@ -205,7 +209,7 @@ class Registry:
             except (TypeError, ValueError, OverflowError):
                 good, bad = salvage(buf[:n])
                 flat = np.array(good, dtype=np.int64)
-                self._count_lost(INVALID, bad)
+                self._lost.add(INVALID, bad)
             del buf[:n]
             arr = flat.reshape(-1, 3)
             raw = arr[:, 0]
@@ -223,15 +227,15 @@ class Registry:
         keep: Bools = (
             (starts >= -TIME_LIMIT) & (starts <= TIME_LIMIT) & (ends >= -TIME_LIMIT) & (ends <= TIME_LIMIT)
         )
-        self._count_lost(INVALID, len(keep) - int(np.count_nonzero(keep)))
+        self._lost.add(INVALID, len(keep) - int(np.count_nonzero(keep)))
         return keep
 
     def _known_nodes(self, nodes: I64) -> Bools:
         """Which records have a node of this process's table; ``OVERFLOW`` and the rest are counted."""
         known: Bools = (nodes > OVERFLOW) & (nodes < len(NODES.names))
         full = int(np.count_nonzero(nodes == OVERFLOW))
-        self._count_lost(NODES_FULL, full)
-        self._count_lost(INVALID, len(nodes) - int(np.count_nonzero(known)) - full)
+        self._lost.add(NODES_FULL, full)
+        self._lost.add(INVALID, len(nodes) - int(np.count_nonzero(known)) - full)
         return known
 
     def _receive(self) -> None:
@@ -240,46 +244,17 @@ class Registry:
             try:
                 nodes = unpack(batch)
             except ValueError as exc:  # a batch that does not hold together: none of it enters
-                self._count_lost(INVALID, len(batch.nodes), f"a worker's batch: {exc}")
+                self._lost.add(INVALID, len(batch.nodes), f"a worker's batch: {exc}")
                 continue
             if len(nodes):
                 self.ingest(nodes, batch.starts, batch.durations, batch.errors)
         if self._mail.dropped_in > before:
-            self._said(
+            self._lost.said(
                 "transfer",
                 f"perfkit: DataLoader workers dropped {self._mail.dropped_in - before:,} records they could "
                 f"not hand over (more than {OUTBOX_MAX:,} per batch); counted in "
                 "snapshot.dropped_in_transfer and the report (said once)",
             )
-
-    def _count_lost(self, reason: str, n: int, what: str = "") -> None:
-        if n <= 0:
-            return
-        prefixes = sum(k.startswith(OVER_CAP) for k in self._lost) if reason not in self._lost else 0
-        if reason.startswith(OVER_CAP) and prefixes >= MAX_PREFIXES:
-            reason = OVER_CAP + "(other)"  # the count of prefixes is bounded too
-        self._lost[reason] = self._lost.get(reason, 0) + n
-        kind = reason.split(":")[0]
-        if kind in self._said.counts:
-            self._said.counts[kind] += 1
-            return
-        if reason.startswith(OVER_CAP):
-            message = (
-                f"perfkit: a registry holds max_series={self.max_series} series; records of new names "
-                f"(first: {what!r}) are dropped and counted in snapshot.dropped (said once)"
-            )
-        elif reason == NODES_FULL:
-            message = (
-                f"perfkit: {len(NODES.names):,} distinct paths of sections: records of new paths are "
-                "dropped and counted in snapshot.dropped (said once)"
-            )
-        else:
-            message = (
-                f"perfkit: {n} records with a start or end that is not an int of nanoseconds within "
-                f"2**61 of zero ({what or 'check the registry clock'}) were dropped and counted in "
-                "snapshot.dropped (said once)"
-            )
-        self._said(kind, message)
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -287,7 +262,7 @@ class Registry:
         ``past max_series: PREFIX``); see ``Snapshot.dropped`` for a window's."""
         with self._lock:
             self.drain()
-            return dict(self._lost)
+            return dict(self._lost.counts)
 
     def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
         """Append columns of records (oldest first) whose nodes are interned in this process."""
@@ -324,7 +299,7 @@ class Registry:
                 name = names[node]
                 if name not in rings and len(rings) >= self.max_series and not self._reserved(name):
                     over.append(i)
-                    self._count_lost(OVER_CAP + name_prefix(name), int(counts[i]), name)
+                    self._lost.add(OVER_CAP + name_prefix(name), int(counts[i]), name)
                     continue
                 mark = self._nodes.setdefault(node, [0, 0, 0])
                 mark[0] += int(counts[i])
@@ -397,7 +372,7 @@ class Registry:
                 nodes={node: (m[0], m[1], m[2]) for node, m in self._nodes.items()},
                 gauges={name: (g.written, g.total) for name, g in self._gauges.items()},
                 dropped_in_transfer=self.dropped_in_transfer,
-                dropped=dict(self._lost),
+                dropped=dict(self._lost.counts),
             )
 
     def snapshot(self, since: Cursor | None = None) -> Snapshot:
@@ -428,7 +403,7 @@ class Registry:
                 start_ns=since.t_ns if since else self._start_ns,
                 end_ns=end_ns,
                 dropped_in_transfer=self.dropped_in_transfer - (since.dropped_in_transfer if since else 0),
-                dropped=dropped_window(self._lost, since),
+                dropped=self._lost.since(since),
             )
 
     def reset(self) -> None:
@@ -438,21 +413,20 @@ class Registry:
             self._rings.clear()
             self._nodes.clear()
             self._gauges.clear()
-            self._lost.clear()
+            self._lost.counts.clear()
             self._generation += 1
             self._start_ns = self.clock()
 
     def _after_fork(self) -> None:
         # The child starts clean: the parent's records are the parent's to report.
         self._lock = threading.RLock()
-        self._said.after_fork()
+        self._lost = Losses(self.max_series)
         self._buf.clear()
         self._mail = Mailbox()
         self._gpu = PendingGpu()
         self._rings.clear()
         self._nodes.clear()
         self._gauges.clear()
-        self._lost.clear()
         self._generation += 1
         self._start_ns = self.clock()
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ._context import ThreadInfo
-from ._gauges import GaugeData, GaugeStats
-from ._stats import SeriesData, Stats, combine
+from ._gauges import GaugeData, GaugeStats, gauge_from_dict
+from ._stats import SeriesData, Stats, combine, series_from_dict
 from ._validate import Fields
 
 _FORMAT = 1
@@ -293,7 +293,10 @@ class Snapshot(Mapping[str, Stats]):
             for i, t in enumerate(f.items(f.get(doc, "threads", "", []), "threads"))
         ]
         return cls(
-            {name: _series(f, s, f"series[{name!r}]", len(threads)) for name, s in _named(f, doc, "series")},
+            {
+                name: series_from_dict(f, s, f"series[{name!r}]", len(threads))
+                for name, s in _named(f, doc, "series")
+            },
             tree=dict(
                 _tree_row(f, t, f"tree[{i}]")
                 for i, t in enumerate(f.items(f.get(doc, "tree", "", []), "tree"))
@@ -309,7 +312,7 @@ class Snapshot(Mapping[str, Stats]):
             dropped={
                 k: f.integer(v, "n", f"dropped[{k!r}]") for k, v in _named(f, doc, "dropped", wrap=True)
             },
-            gauges={name: _gauge(f, g, f"gauges[{name!r}]") for name, g in _named(f, doc, "gauges")},
+            gauges={name: gauge_from_dict(f, g, f"gauges[{name!r}]") for name, g in _named(f, doc, "gauges")},
             start_ns=f.integer(doc, "start_ns", "", low=None),
             end_ns=f.integer(doc, "end_ns", "", low=None),
         )
@@ -368,54 +371,3 @@ def _thread_total(f: Fields, raw: object, where: str, n_threads: int) -> tuple[t
     if ti >= n_threads:
         raise f.fail(f"{where}.thread", f"must index threads (0..{n_threads - 1}), got {ti}")
     return (ti, f.text(t, "name", where)), _totals(f, t, where)
-
-
-def _series(f: Fields, raw: object, where: str, n_threads: int) -> SeriesData:
-    s = f.mapping(raw, where)
-    totals = _totals(f, s, where)
-    if totals.count < 1:
-        raise f.fail(f"{where}.count", "must be >= 1 (a series in a snapshot has records)")
-    durations, starts, threads = (f.column(s, k, where) for k in ("durations_ns", "starts_ns", "threads"))
-    marks = f.column(s, "error_samples", where)
-    if not len(durations) == len(starts) == len(threads) <= totals.count:
-        raise f.fail(
-            where,
-            f"columns must have one length, at most count ({totals.count}): durations_ns {len(durations)}, "
-            f"starts_ns {len(starts)}, threads {len(threads)}",
-        )
-    if len(threads) and (threads.min() < 0 or threads.max() >= n_threads):
-        raise f.fail(f"{where}.threads", f"must index threads (0..{n_threads - 1})")
-    if len(marks) and (marks.min() < 0 or marks.max() >= len(durations)):
-        raise f.fail(f"{where}.error_samples", f"must index the samples (0..{len(durations) - 1})")
-    if len(durations) and durations.min() < 0:
-        raise f.fail(f"{where}.durations_ns", "must be >= 0")
-    errors = np.zeros(len(durations), dtype=np.bool_)
-    errors[marks] = True
-    m2 = f.number(s, "m2", where)
-    lo, hi = f.integer(s, "min_ns", where), f.integer(s, "max_ns", where)
-    if m2 < 0 or lo > hi:
-        raise f.fail(where, f"needs m2 >= 0 and min_ns <= max_ns, got m2={m2}, min_ns={lo}, max_ns={hi}")
-    return SeriesData(
-        count=totals.count,
-        total_ns=totals.total_ns,
-        errors=totals.errors,
-        m2=m2,
-        min_ns=lo,
-        max_ns=hi,
-        durations_ns=durations,
-        starts_ns=starts,
-        threads=threads,
-        sample_errors=errors,
-    )
-
-
-def _gauge(f: Fields, raw: object, where: str) -> GaugeData:
-    g = f.mapping(raw, where)
-    count = f.integer(g, "count", where)
-    times, values = f.column(g, "times_ns", where), f.column(g, "values", where, kind="f")
-    if not 1 <= len(times) == len(values) <= count:
-        raise f.fail(
-            where,
-            f"needs 1 <= len(times_ns) == len(values) <= count, got {len(times)}, {len(values)}, {count}",
-        )
-    return GaugeData(count, f.number(g, "total", where), times, values)

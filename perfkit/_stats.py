@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._ring import I64, Bools
+from ._validate import Fields
 
 _NS = 1e9
 
@@ -161,3 +162,33 @@ def combine(parts: list[SeriesData], thread_maps: list[I64]) -> SeriesData:
         threads=np.concatenate([m[p.threads] for p, m in zip(parts, thread_maps, strict=False)]),
         sample_errors=np.concatenate([p.sample_errors for p in parts]),
     )
+
+
+def series_from_dict(f: Fields, raw: object, where: str, n_threads: int) -> SeriesData:
+    """A series as ``Snapshot.to_dict`` wrote it, every field and invariant checked (``f`` names
+    what is wrong): counts >= 0, columns of one length, indexes in range."""
+    s = f.mapping(raw, where)
+    count, total, errors = (f.integer(s, k, where) for k in ("count", "total_ns", "errors"))
+    if count < 1 or errors > count:
+        raise f.fail(f"{where}.count", f"must be >= 1 and >= errors ({errors}), got {count}")
+    durations, starts, threads = (f.column(s, k, where) for k in ("durations_ns", "starts_ns", "threads"))
+    marks = f.column(s, "error_samples", where)
+    if not len(durations) == len(starts) == len(threads) <= count:
+        raise f.fail(
+            where,
+            f"columns must have one length, at most count ({count}): durations_ns {len(durations)}, "
+            f"starts_ns {len(starts)}, threads {len(threads)}",
+        )
+    if len(threads) and (threads.min() < 0 or threads.max() >= n_threads):
+        raise f.fail(f"{where}.threads", f"must index threads (0..{n_threads - 1})")
+    if len(marks) and (marks.min() < 0 or marks.max() >= len(durations)):
+        raise f.fail(f"{where}.error_samples", f"must index the samples (0..{len(durations) - 1})")
+    if len(durations) and durations.min() < 0:
+        raise f.fail(f"{where}.durations_ns", "must be >= 0")
+    sample_errors = np.zeros(len(durations), dtype=np.bool_)
+    sample_errors[marks] = True
+    m2 = f.number(s, "m2", where)
+    lo, hi = f.integer(s, "min_ns", where), f.integer(s, "max_ns", where)
+    if m2 < 0 or lo > hi:
+        raise f.fail(where, f"needs m2 >= 0 and min_ns <= max_ns, got m2={m2}, min_ns={lo}, max_ns={hi}")
+    return SeriesData(count, total, errors, m2, lo, hi, durations, starts, threads, sample_errors)

@@ -147,5 +147,5 @@ class Mailbox:
         n = len(self.inbox)
         batches = self.inbox[:n]
         del self.inbox[:n]
-        self.dropped_in += sum(b.dropped for b in batches)
+        self.dropped_in += sum(b.dropped for b in batches if isinstance(b.dropped, int) and b.dropped > 0)
         return batches

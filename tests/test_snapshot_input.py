@@ -80,7 +80,7 @@ def test_text_that_is_not_a_snapshot_is_a_value_error(text: str, message: str) -
         ("series/step/durations_ns", [2**64, 1, 1], r"series\['step'\].durations_ns must be a list of ints"),
         ("series/step/threads", [0, 0, 7], r"series\['step'\].threads must index threads"),
         ("series/step/error_samples", [9], r"series\['step'\].error_samples must index the samples"),
-        ("series/step/errors", 99, r"series\['step'\].errors must be <= count"),
+        ("series/step/errors", 99, r"series\['step'\].count must be >= 1 and >= errors \(99\), got 3"),
         ("series/step", KeyError, r"series\['step'\] must be a JSON object"),
         ("tree/0/path", [], r"tree\[0\].path must be a non-empty list of names"),
         ("thread_totals/0/thread", 5, r"thread_totals\[0\].thread must index threads"),
