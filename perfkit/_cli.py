@@ -110,8 +110,11 @@ def _report(args: argparse.Namespace) -> int:
 
     try:
         path = write_html_report(args.run_dir, args.out)
-    except ImportError as exc:  # matplotlib is an optional dependency
+    except (ImportError, OSError, ValueError) as exc:  # matplotlib missing; not a run directory
         print(f"perfkit: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # what the reader let through must still be one line, never a traceback
+        print(f"perfkit: error: cannot report {args.run_dir}: {exc!r}"[:500], file=sys.stderr)
         return 2
     print(path)
     return 0

@@ -6,22 +6,51 @@ a *root* node that stands for one thread of one process. So a record's node
 tells its thread, its process and its whole path of enclosing sections, while
 the hot path only stores an int.
 
-Which node is open right now is kept in a one-item list, the *cell*, held in a
-``ContextVar``: each thread gets its own cell, and an ``@timed`` coroutine
-gives its task a new one, so records made in concurrent tasks get the right
-parent. An entry point reads the cell, writes its own node and, on the way
-out, writes back the node it read: two list subscripts, cheaper than pushing
-and popping a stack, and self-healing if a generator suspends inside a section.
+Which node is open right now is kept in a small list, the *cell*, held in a
+``ContextVar``: ``cell[0]`` is the open node, ``cell[1]`` the cell's *owner*
+(a thread's ident, or an asyncio task), open ``Section`` frames follow. An entry
+point reads the cell, writes its own node and, on the way out, writes back the
+node it read: two list subscripts, cheaper than pushing and popping a stack.
+
+A context is copied when asyncio creates a task (or ``asyncio.to_thread`` runs a
+function in another thread), and the copy holds the *same* list. A ``section``,
+which may stay open across an ``await``, therefore checks the owner first and,
+in a context that does not own its cell, starts a cell of its own that continues
+from the open node (re-rooted under its own thread): each task and each thread
+has its own stack. The check costs two attribute reads while no asyncio task runs
+and the cell is a thread's (a thread's cell holds its ident, a task's the task);
+only then does it ask asyncio and threading who is running. Plain ``@timed``
+calls run to completion and do not check. What it cannot see: two threads
+handed one *thread's* cell through copied contexts made outside any section
+(``contextvars.copy_context().run`` in a thread pool) share its stack.
+
+The table is bounded: past ``MAX_ROOTS`` threads, new threads share one root
+(their records are kept, reported as one "other threads" row); past
+``MAX_NODES`` nodes, new paths map to ``OVERFLOW``, whose records the registry
+drops and counts. So a program that starts a thread per request, or names
+sections after request ids, keeps a flat memory and a flat cost per record.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
-from collections.abc import Callable
+import weakref
+from asyncio import current_task, tasks
+from asyncio.events import _get_running_loop
+from collections.abc import Callable, Sized
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
+
+MAX_NODES = 200_000
+"""Interned nodes per process; past it, new (parent, name) pairs become ``OVERFLOW``."""
+MAX_ROOTS = 4096
+"""Threads with a root of their own per process; later threads share the "other threads" root."""
+OVERFLOW = 1
+"""The node of every path interned past ``MAX_NODES``: its records are dropped and counted."""
+OTHER_THREADS = "other threads"
 
 
 @dataclass(frozen=True)
@@ -49,28 +78,38 @@ class NodeTable:
 
     Reads on the hot path (``kids(name).get(parent)``) take no lock; interning a
     new node does. Node 0 is never handed out, so ``kids.get(parent) or ...``
-    can fall back on a miss.
+    can fall back on a miss; node 1 is ``OVERFLOW``.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.names: list[str] = [""]
-        self.parents: list[int] = [0]
-        self.roots: list[int] = [0]
+        self.names: list[str] = ["", ""]
+        self.parents: list[int] = [0, 0]
+        self.roots: list[int] = [0, 0]
         self._children: dict[str, dict[int, int]] = {}
         self._overlays: dict[str, dict[int, int]] = {}  # overlay nodes: never the same node as a section
         self._paths: dict[int, tuple[str, ...]] = {}
         self.threads: dict[int, ThreadInfo] = {}
-        self.overlay: list[bool] = [False]
+        self.overlay: list[bool] = [False, False]
         """Per node: its records overlap their siblings (loop turns, GPU time), so the section tree
         leaves it out. Decided when the node is interned, by whoever interns it first."""
         self._root_by_thread: dict[ThreadInfo, int] = {}
+        self._folded: int | None = None  # the root shared by threads past MAX_ROOTS
+        self.max_nodes = MAX_NODES
+        self.max_roots = MAX_ROOTS
+
+    @property
+    def full(self) -> bool:
+        """Whether new paths now map to ``OVERFLOW``."""
+        return len(self.names) >= self.max_nodes
 
     def kids(self, name: str, *, overlay: bool = False) -> dict[int, int]:
         """The parent-to-node map of ``name``; entry points keep it to skip a lookup per call."""
         table = self._overlays if overlay else self._children
         kids = table.get(name)
         if kids is None:
+            if self.full:
+                return {}  # a throwaway: child() interns nothing more, so nothing is cached in it
             with self._lock:
                 kids = table.setdefault(name, {})
         return kids
@@ -81,37 +120,50 @@ class NodeTable:
         ``overlay`` marks records that overlap their siblings rather than nest (a loop turn spans
         the wait and the body; GPU time runs beside the host's; a stage's own timeline): the
         section tree leaves them out. An overlay node and a section of the same name in the same
-        place are two nodes, so neither decides for the other.
+        place are two nodes, so neither decides for the other. Past ``max_nodes``: ``OVERFLOW``.
         """
         kids = self.kids(name, overlay=overlay)
         node = kids.get(parent)
         if node is None:
+            if parent == OVERFLOW or self.full:
+                return OVERFLOW
             with self._lock:
                 node = kids.get(parent)
                 if node is None:
-                    node = len(self.names)
-                    self.names.append(name)
-                    self.parents.append(parent)
-                    self.roots.append(self.roots[parent])
-                    self.overlay.append(overlay)
+                    node = self._intern(name, parent, self.roots[parent], overlay)
                     kids[parent] = node
         return node
 
+    def _intern(self, name: str, parent: int, root: int, overlay: bool) -> int:
+        node = len(self.names)
+        self.names.append(name)
+        self.parents.append(parent)
+        self.roots.append(root or node)
+        self.overlay.append(overlay)
+        return node
+
     def root(self, thread: ThreadInfo) -> int:
-        """The root node of ``thread``, interned on first use."""
+        """The root node of ``thread``, interned on first use (the shared one past ``max_roots``)."""
         node = self._root_by_thread.get(thread)
         if node is None:
             with self._lock:
                 node = self._root_by_thread.get(thread)
                 if node is None:
-                    node = len(self.names)
-                    self.names.append("")
-                    self.parents.append(0)
-                    self.roots.append(node)
-                    self.overlay.append(False)
+                    if len(self._root_by_thread) >= self.max_roots:
+                        return self._fold(thread.pid)
+                    node = self._intern("", 0, 0, False)
                     self.threads[node] = thread
                     self._root_by_thread[thread] = node
         return node
+
+    def _fold(self, pid: int) -> int:
+        # Called with the lock held. Roots are not counted against max_nodes: there are at most
+        # max_roots + 1 of them.
+        folded = self._folded
+        if folded is None or self.threads[folded].pid != pid:
+            folded = self._folded = self._intern("", 0, 0, False)
+            self.threads[folded] = ThreadInfo(pid=pid, tid=0, name=OTHER_THREADS)
+        return folded
 
     def relabel(self, root: int, thread: ThreadInfo) -> None:
         """Say that root ``root`` stands for ``thread`` (a process that learns it is a worker after
@@ -131,6 +183,13 @@ class NodeTable:
             self._paths[node] = path
         return path
 
+    def reroot(self, node: int, root: int) -> int:
+        """The node of ``node``'s path of names under ``root`` (a thread continuing another's section)."""
+        out = root
+        for name in self.path(node):
+            out = self.child(out, name)
+        return out
+
     def after_fork(self) -> None:
         # A lock held by another thread at fork time would never be released in the child.
         self._lock = threading.Lock()
@@ -138,8 +197,17 @@ class NodeTable:
 
 NODES = NodeTable()
 CELL: ContextVar[list[Any]] = ContextVar("perfkit_open_node")
-"""The context's cell: ``cell[0]`` is the innermost open node; open ``Section`` frames follow it."""
+"""The context's cell: ``[open node, owner, *open Section frames]``."""
 get_cell: Callable[[None], list[Any] | None] = CELL.get
+running_loop = _get_running_loop
+get_ident = threading.get_ident
+RUNNING_TASKS: Sized = (True,)
+"""Non-empty while an asyncio task runs a step in any thread (asyncio's own table, where it keeps
+one): a section checks whose its cell is only then, or when the cell is not a thread's. Where
+asyncio keeps no such table (3.14 moved it into the thread state), always non-empty: always checked."""
+_table = getattr(tasks, "_current_tasks", None)
+if sys.version_info < (3, 14) and isinstance(_table, dict):
+    RUNNING_TASKS = _table
 
 
 def current_thread_info() -> ThreadInfo:
@@ -147,11 +215,96 @@ def current_thread_info() -> ThreadInfo:
     return ThreadInfo(pid=os.getpid(), tid=threading.get_ident(), name=thread.name)
 
 
+def owner() -> object:
+    """Who a cell belongs to here: the running asyncio task, else the thread (its ident)."""
+    loop = running_loop()
+    task = current_task(loop) if loop is not None else None
+    return task if task is not None else get_ident()
+
+
 def new_cell() -> list[Any]:
-    """Give this context a cell, holding the root of the current thread."""
-    cell = [NODES.root(current_thread_info())]
+    """Give this context a cell of its own, holding the root of the current thread."""
+    cell = [NODES.root(current_thread_info()), owner()]
     CELL.set(cell)
+    _CELLS.add(cell)
     return cell
+
+
+def own_cell(cell: list[Any] | None) -> list[Any]:
+    """This context's cell, made now if it has none or shares its parent's (a task, a thread).
+
+    The new cell continues from the open node of the one it replaces, under this thread's root.
+    """
+    me = owner()
+    if cell is not None and cell[1] == me:
+        return cell
+    if cell is None:
+        return new_cell()
+    root = NODES.root(current_thread_info())
+    node = cell[0]
+    if NODES.roots[node] != root:
+        node = NODES.reroot(node, root)
+    mine = [node, me]
+    CELL.set(mine)
+    _CELLS.add(mine)
+    return mine
+
+
+class _Cells:
+    """Every cell that may hold open frames, so that a generator resumed on another thread (or task)
+    finds the frame its section left in the cell it was suspended in.
+
+    Cells whose owner has ended and that hold no frame are dropped as new ones come, so a
+    program that starts a thread per request keeps a bounded list.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cells: list[tuple[Callable[[], bool], list[Any]]] = []
+        self._prune_at = 64
+
+    def add(self, cell: list[Any]) -> None:
+        alive = _alive_check()
+        with self._lock:
+            self._cells.append((alive, cell))
+            if len(self._cells) >= self._prune_at:
+                self._cells = [(a, c) for a, c in self._cells if len(c) > 2 or a()]
+                self._prune_at = max(64, 2 * len(self._cells))
+
+    def holding(self, owner_of_frame: object, skip: list[Any] | None) -> list[tuple[list[Any], int, bool]]:
+        """(cell, index, owner alive) of every open frame of ``owner_of_frame`` outside ``skip``."""
+        with self._lock:
+            cells = list(self._cells)
+        out = []
+        for alive, cell in cells:
+            if cell is skip:
+                continue
+            for i in range(len(cell) - 1, 1, -1):
+                frame = cell[i] if i < len(cell) else None
+                if frame is not None and frame[0] is owner_of_frame:
+                    out.append((cell, i, alive()))
+        return out
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def after_fork(self, keep: list[Any] | None) -> None:
+        self._lock = threading.Lock()
+        self._cells = [(_alive_check(), keep)] if keep is not None else []
+
+
+def _alive_check() -> Callable[[], bool]:
+    """Whether the current owner (task or thread) is still running, asked later."""
+    loop = running_loop()
+    task = current_task(loop) if loop is not None else None
+    if task is not None:
+        ref_task = weakref.ref(task)
+        return lambda: (t := ref_task()) is not None and not t.done()
+    ref_thread = weakref.ref(threading.current_thread())
+    return lambda: (t := ref_thread()) is not None and t.is_alive()
+
+
+_CELLS = _Cells()
 
 
 def _reset_after_fork() -> None:
@@ -159,7 +312,8 @@ def _reset_after_fork() -> None:
     cell = get_cell(None)
     if cell is not None:
         # Sections open in the parent are not open in the child: its records start at its own root.
-        cell[:] = [NODES.root(current_thread_info())]
+        cell[:] = [NODES.root(current_thread_info()), get_ident()]
+    _CELLS.after_fork(cell)
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._ring import I64
+from ._validate import Fields
 
 F64 = npt.NDArray[np.float64]
 
@@ -80,18 +81,27 @@ class GaugeData:
 
 
 class GaugeRing:
-    """Newest ``capacity`` samples of one gauge, with exact count and sum over all of them."""
+    """Newest ``capacity`` samples of one gauge, with exact count and sum over all of them.
+
+    Allocated small and doubled as it fills, up to ``capacity``.
+    """
 
     __slots__ = ("_times", "_values", "capacity", "total", "written")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._times = np.zeros(capacity, np.int64)
-        self._values = np.zeros(capacity, np.float64)
+        size = min(capacity, 16)
+        self._times = np.zeros(size, np.int64)
+        self._values = np.zeros(size, np.float64)
         self.written = 0
         self.total = 0.0
 
     def add(self, t_ns: int, value: float) -> None:
+        size = len(self._times)
+        if self.written == size and size < self.capacity:  # nothing wrapped yet: positions are kept
+            grown = min(self.capacity, 2 * size)
+            self._times = np.concatenate([self._times, np.zeros(grown - size, np.int64)])
+            self._values = np.concatenate([self._values, np.zeros(grown - size, np.float64)])
         pos = self.written % self.capacity
         self._times[pos] = t_ns
         self._values[pos] = value
@@ -105,3 +115,16 @@ class GaugeRing:
         n = min(count, self.capacity)
         idx = np.arange(self.written - n, self.written) % self.capacity
         return GaugeData(count, self.total - since_total, self._times[idx], self._values[idx])
+
+
+def gauge_from_dict(f: Fields, raw: object, where: str) -> GaugeData:
+    """A gauge as ``Snapshot.to_dict`` wrote it, checked (``f`` names what is wrong)."""
+    g = f.mapping(raw, where)
+    count = f.integer(g, "count", where)
+    times, values = f.column(g, "times_ns", where), f.column(g, "values", where, kind="f")
+    if not 1 <= len(times) == len(values) <= count:
+        raise f.fail(
+            where,
+            f"needs 1 <= len(times_ns) == len(values) <= count, got {len(times)}, {len(values)}, {count}",
+        )
+    return GaugeData(count, f.number(g, "total", where), times, values)

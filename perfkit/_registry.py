@@ -10,11 +10,18 @@ That keeps the per-record cost to a tuple append, and bounded memory.
 A ``Cursor`` remembers each series' running totals; a snapshot since a cursor
 takes differences, so a window's count and total are exact even when the ring
 overwrote some of its samples.
+
+Nothing a caller hands over can poison the registry: ``record`` refuses a start or
+end that is not an int of nanoseconds, and a drain that meets one anyway (a clock that
+misbehaves mid-run: None, NaN, a number past int64) drops it and counts it, as it does
+for records past ``max_series`` distinct names and for paths past the node table's
+bound (``dropped``).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 import weakref
@@ -25,18 +32,34 @@ from contextvars import ContextVar
 import numpy as np
 
 from ._clock import Clock, monotonic_ns
-from ._context import NODES, get_cell, new_cell
+from ._context import NODES, OVERFLOW, get_cell, new_cell
 from ._gauges import GaugeRing
 from ._gpu_events import EventFactory, PendingGpu
 from ._ring import I64, Bools, Ring
 from ._snapshot import Snapshot
 from ._transfer import OUTBOX_MAX, Mailbox, RecordBatch, unpack
-from ._validate import check_name
+from ._validate import TIME_LIMIT, check_int, check_name, check_time, name_prefix, salvage
+from ._windows import (
+    INVALID,
+    NODES_FULL,
+    OVER_CAP,
+    Losses,
+    ThreadTable,
+    gauge_windows,
+    node_windows,
+    series_window,
+)
 from ._windows import Cursor as Cursor
-from ._windows import ThreadTable, gauge_windows, node_windows, series_window
+from .names import is_stage_series
 
 DRAIN_AT = 3 * 4096
 """Pending ints (three per record) that trigger a drain on the recording thread."""
+MAX_CAPACITY = 10_000_000
+"""Largest ``capacity``: a full ring of one series then holds 250 MB."""
+MAX_SERIES = 1_000_000
+"""Largest ``max_series``."""
+STAGE_ROOM = 1000
+"""Series of perfkit's own (``STAGE.step``, ``LOADER.data.wait``) admitted past ``max_series``."""
 
 
 _ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -47,8 +70,10 @@ _IDS = itertools.count(1)
 class Registry:
     """Bounded, thread-safe store of timing records.
 
-    Each series (a name) keeps its newest ``capacity`` records in a ring, plus
-    exact running totals that are never lost when the ring overwrites.
+    Each series (a name) keeps its newest ``capacity`` records (at most ``MAX_CAPACITY``) in a
+    ring, plus exact running totals that are never lost when the ring overwrites. Past
+    ``max_series`` distinct names, records of new names are dropped, counted per name prefix in
+    ``dropped`` and warned about once. ``clock`` returns int nanoseconds.
 
     >>> import perfkit
     >>> reg = perfkit.Registry(capacity=1000)
@@ -67,6 +92,7 @@ class Registry:
         "_gpu",
         "_id",
         "_lock",
+        "_lost",
         "_mail",
         "_nodes",
         "_pid",
@@ -75,18 +101,25 @@ class Registry:
         "capacity",
         "clock",
         "gpu_events",
+        "max_series",
     )
 
     def __init__(
-        self, capacity: int = 10_000, *, clock: Clock | None = None, gpu_events: EventFactory | None = None
+        self,
+        capacity: int = 10_000,
+        *,
+        clock: Clock | None = None,
+        gpu_events: EventFactory | None = None,
+        max_series: int = 10_000,
     ) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
+        self.capacity = check_int(capacity, "capacity", low=1, high=MAX_CAPACITY)
+        self.max_series = check_int(max_series, "max_series", low=1, high=MAX_SERIES)
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a callable returning nanoseconds, got {clock!r}")
         if gpu_events is not None and not callable(gpu_events):
             raise TypeError(f"gpu_events must be a callable returning CUDA events, got {gpu_events!r}")
-        self.capacity = capacity
+        if clock is not None:
+            check_time(clock(), "clock()")  # a clock of float seconds would make every record 0
         self.clock: Clock = clock or monotonic_ns
         self.gpu_events = gpu_events
         """Makes the events of ``cuda=True`` sections; None means torch.cuda's when CUDA is available."""
@@ -96,6 +129,7 @@ class Registry:
         self._rings: dict[str, Ring] = {}
         self._nodes: dict[int, list[int]] = {}
         self._gauges: dict[str, GaugeRing] = {}
+        self._lost = Losses(self.max_series)
         self._generation = 0
         self._id = next(_IDS)
         self._pid = os.getpid()
@@ -122,6 +156,8 @@ class Registry:
         0.002
         """
         check_name(name)
+        start_ns = check_time(start_ns, "start_ns")
+        end_ns = check_time(end_ns, "end_ns")
         cell = get_cell(None) or new_cell()
         node = NODES.child(cell[0], name)
         buf = self._buf
@@ -139,10 +175,15 @@ class Registry:
         87.0
         """
         check_name(name)
-        t = self.clock() if t_ns is None else t_ns
+        t = self.clock() if t_ns is None else check_time(t_ns, "t_ns")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"value of gauge {name!r} must be a finite number, got {value!r}")
         with self._lock:
             ring = self._gauges.get(name)
             if ring is None:
+                if len(self._gauges) >= self.max_series:
+                    self._lost.add(OVER_CAP + name_prefix(name), 1, name)
+                    return
                 ring = self._gauges[name] = GaugeRing(self.capacity)
             ring.add(t, float(value))
 
@@ -153,52 +194,144 @@ class Registry:
     def _drain(self, *, wait_gpu: bool) -> None:
         with self._lock:
             if self._mail.inbox:
-                for batch in self._mail.received():
-                    if len(batch):
-                        self.ingest(unpack(batch), batch.starts, batch.durations, batch.errors)
+                self._receive()
             buf = self._buf
             if self._gpu.items:
                 buf += self._gpu.resolve(wait=wait_gpu)
             n = len(buf)
+            n -= n % 3
             if not n:
                 return
-            # Read then delete exactly n ints: appends racing with us land after them.
-            arr = np.fromiter(buf, dtype=np.int64, count=n).reshape(-1, 3)
+            # Read then delete exactly n ints: appends racing with us land after them. A value
+            # numpy cannot read (None, a str, 2**64) sends the batch down the slow path.
+            try:
+                flat = np.fromiter(buf, dtype=np.int64, count=n)
+            except (TypeError, ValueError, OverflowError):
+                good, bad = salvage(buf[:n])
+                flat = np.array(good, dtype=np.int64)
+                self._lost.add(INVALID, bad)
             del buf[:n]
+            arr = flat.reshape(-1, 3)
             raw = arr[:, 0]
             errors = raw < 0
             nodes = np.where(errors, ~raw, raw) if errors.any() else raw
-            self.ingest(nodes, arr[:, 1], np.maximum(arr[:, 2] - arr[:, 1], 0), errors)
+            starts, ends = arr[:, 1], arr[:, 2]
+            if len(arr) and (int(flat.min()) < -TIME_LIMIT or int(flat.max()) > TIME_LIMIT):
+                keep = self._valid_times(starts, ends)
+                nodes, starts, ends, errors = nodes[keep], starts[keep], ends[keep], errors[keep]
+            if len(nodes):
+                self.ingest(nodes, starts, np.maximum(ends - starts, 0), errors)
+
+    def _valid_times(self, starts: I64, ends: I64) -> Bools:
+        """Which records have a start and end within ``TIME_LIMIT``; the others are counted."""
+        keep: Bools = (
+            (starts >= -TIME_LIMIT) & (starts <= TIME_LIMIT) & (ends >= -TIME_LIMIT) & (ends <= TIME_LIMIT)
+        )
+        self._lost.add(INVALID, len(keep) - int(np.count_nonzero(keep)))
+        return keep
+
+    def _known_nodes(self, nodes: I64) -> Bools:
+        """Which records have a node of this process's table; ``OVERFLOW`` and the rest are counted."""
+        known: Bools = (nodes > OVERFLOW) & (nodes < len(NODES.names))
+        full = int(np.count_nonzero(nodes == OVERFLOW))
+        self._lost.add(NODES_FULL, full)
+        self._lost.add(INVALID, len(nodes) - int(np.count_nonzero(known)) - full)
+        return known
+
+    def _receive(self) -> None:
+        before = self._mail.dropped_in
+        for batch in self._mail.received():
+            try:
+                nodes = unpack(batch)
+            except ValueError as exc:  # a batch that does not hold together: none of it enters
+                self._lost.add(INVALID, len(batch.nodes), f"a worker's batch: {exc}")
+                continue
+            if len(nodes):
+                self.ingest(nodes, batch.starts, batch.durations, batch.errors)
+        if self._mail.dropped_in > before:
+            self._lost.said(
+                "transfer",
+                f"perfkit: DataLoader workers dropped {self._mail.dropped_in - before:,} records they could "
+                f"not hand over (more than {OUTBOX_MAX:,} per batch); counted in "
+                "snapshot.dropped_in_transfer and the report (said once)",
+            )
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Records dropped since the start, by reason (``invalid records``, ``node table full``,
+        ``past max_series: PREFIX``); see ``Snapshot.dropped`` for a window's."""
+        with self._lock:
+            self.drain()
+            return dict(self._lost.counts)
 
     def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
         """Append columns of records (oldest first) whose nodes are interned in this process."""
         with self._lock:
+            if not len(nodes):
+                return
+            top = int(nodes.max())
+            # bincount sizes its output by the largest node: past a few per record, count the
+            # distinct nodes instead, so the cost per record does not grow with the node table.
+            if top <= 4 * len(nodes) + 4096:
+                counts = np.bincount(nodes)
+                present, ids = np.flatnonzero(counts), nodes
+            else:
+                present, ids = np.unique(nodes, return_inverse=True)
+                ids = ids.reshape(-1)
+                counts = np.bincount(ids)
+            if int(present[0]) <= OVERFLOW or top >= len(NODES.names):  # a full table, or not ours
+                keep = self._known_nodes(nodes)
+                if keep.any():
+                    self.ingest(nodes[keep], starts[keep], durations[keep], errors[keep])
+                return
             if self._mail.outbox is not None:
                 self._mail.keep(nodes, starts, durations, errors)
                 return
-            counts = np.bincount(nodes)
-            present = np.flatnonzero(counts)
-            totals = np.bincount(nodes, weights=durations)
-            errs = np.bincount(nodes, weights=errors) if errors.any() else np.zeros(len(counts))
+            totals = np.bincount(ids, weights=durations)
+            errs = np.bincount(ids, weights=errors) if errors.any() else np.zeros(len(counts))
             names = NODES.names
+            rings = self._rings
             group_of_name: dict[str, int] = {}
             group = np.zeros(len(counts), dtype=np.int64)
-            for node in present.tolist():
+            over: list[int] = []
+            for k, node in enumerate(present.tolist()):
+                i = node if ids is nodes else k
+                name = names[node]
+                if name not in rings and len(rings) >= self.max_series and not self._reserved(name):
+                    over.append(i)
+                    self._lost.add(OVER_CAP + name_prefix(name), int(counts[i]), name)
+                    continue
                 mark = self._nodes.setdefault(node, [0, 0, 0])
-                mark[0] += int(counts[node])
-                mark[1] += round(totals[node])
-                mark[2] += round(errs[node])
-                group[node] = group_of_name.setdefault(names[node], len(group_of_name))
+                mark[0] += int(counts[i])
+                mark[1] += round(totals[i])
+                mark[2] += round(errs[i])
+                group[i] = group_of_name.setdefault(name, len(group_of_name))
+                if name not in rings:
+                    rings[name] = Ring(self.capacity)
+            if over:
+                keep = ~np.isin(ids, over)
+                nodes, starts, durations, errors, ids = (
+                    nodes[keep],
+                    starts[keep],
+                    durations[keep],
+                    errors[keep],
+                    ids[keep],
+                )
             if len(group_of_name) == 1:
                 (name,) = group_of_name
-                self._ring(name).extend(starts, durations, nodes, errors)
+                rings[name].extend(starts, durations, nodes, errors)
                 return
-            per_record = group[nodes]
+            per_record = group[ids]
             order = np.argsort(per_record, kind="stable")
             bounds = np.searchsorted(per_record[order], np.arange(len(group_of_name) + 1))
             for name, g in group_of_name.items():
                 idx = order[bounds[g] : bounds[g + 1]]
-                self._ring(name).extend(starts[idx], durations[idx], nodes[idx], errors[idx])
+                rings[name].extend(starts[idx], durations[idx], nodes[idx], errors[idx])
+
+    def _reserved(self, name: str) -> bool:
+        """perfkit's own stage and loader series stay admitted past ``max_series`` (up to
+        ``STAGE_ROOM`` more), so a program's own names can never take a monitor's step times."""
+        return len(self._rings) < self.max_series + STAGE_ROOM and is_stage_series(name)
 
     # Handing records to another process: a DataLoader worker forwards, the main process receives.
 
@@ -227,12 +360,6 @@ class Registry:
         """Records that workers had to drop before handing them over (exact, since the start)."""
         return self._mail.dropped_in
 
-    def _ring(self, name: str) -> Ring:
-        ring = self._rings.get(name)
-        if ring is None:
-            ring = self._rings[name] = Ring(self.capacity)
-        return ring
-
     def cursor(self) -> Cursor:
         """Mark the current point; a later ``snapshot(since=...)`` covers only what follows."""
         with self._lock:
@@ -245,6 +372,7 @@ class Registry:
                 nodes={node: (m[0], m[1], m[2]) for node, m in self._nodes.items()},
                 gauges={name: (g.written, g.total) for name, g in self._gauges.items()},
                 dropped_in_transfer=self.dropped_in_transfer,
+                dropped=dict(self._lost.counts),
             )
 
     def snapshot(self, since: Cursor | None = None) -> Snapshot:
@@ -275,6 +403,7 @@ class Registry:
                 start_ns=since.t_ns if since else self._start_ns,
                 end_ns=end_ns,
                 dropped_in_transfer=self.dropped_in_transfer - (since.dropped_in_transfer if since else 0),
+                dropped=self._lost.since(since),
             )
 
     def reset(self) -> None:
@@ -284,12 +413,14 @@ class Registry:
             self._rings.clear()
             self._nodes.clear()
             self._gauges.clear()
+            self._lost.counts.clear()
             self._generation += 1
             self._start_ns = self.clock()
 
     def _after_fork(self) -> None:
         # The child starts clean: the parent's records are the parent's to report.
         self._lock = threading.RLock()
+        self._lost = Losses(self.max_series)
         self._buf.clear()
         self._mail = Mailbox()
         self._gpu = PendingGpu()

@@ -11,7 +11,9 @@ A ``Section`` keeps no timing state of its own: each ``with`` pushes its frame
 (parent, node, registry, start) onto the context's cell and pops it on exit.
 So ``section(name)`` can hand out one cached object per name, the same object
 can be re-entered and used from several threads at once, and a block costs no
-object construction.
+object construction. A block may stay open across an ``await``: it first makes
+sure the cell is its task's own (see ``_context``), so tasks started inside a
+section nest under it and never into each other.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar, cast
 
-from ._context import NODES, get_cell, new_cell
+from ._context import _CELLS, NODES, RUNNING_TASKS, get_cell, new_cell, own_cell
 from ._gpu_events import torch_events, warn_no_cuda
 from ._registry import DRAIN_AT, Registry, check_registry, current_registry
 from ._state import SWITCH
@@ -54,35 +56,46 @@ class Section:
         if not SWITCH.on:
             return self
         reg = self._registry or current_registry()
-        cell = get_cell(None) or new_cell()
+        cell = get_cell(None)
+        # A cell shared with another task or thread (a copied context) is not ours to push on:
+        # asked only while a task runs somewhere, or when the cell is a task's (see _context).
+        if cell is None or RUNNING_TASKS or cell[1].__class__ is not int:
+            cell = own_cell(cell)
         parent = cell[0]
         node = self._kids.get(parent) or NODES.child(parent, self.name)
         cell[0] = node
         tracer = SWITCH.tracer
         trace = None if tracer is None else (tracer, tracer.begin(self.name))
-        cell.append((self, parent, node, reg, reg.clock(), trace))
+        cell.append((self, parent, node, reg, reg.clock(), trace, None))
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         cell: list[Any] | None = get_cell(None)
-        if cell is None or len(cell) < 2:
-            return  # entered while perfkit was disabled
-        frame = cell.pop()
-        if frame[0] is self:
-            t1 = frame[3].clock()
+        if cell is not None and len(cell) > 2:
+            frame = cell.pop()
+            if frame[0] is self:
+                _, parent, node, reg, t0, trace, _ = frame
+                t1 = reg.clock()
+                cell[0] = parent
+            else:
+                cell.append(frame)
+                # A generator suspended inside a section of its own can leave its frame above
+                # ours; find ours so that no record is lost.
+                t1 = _now(frame)
+                found = _pop_frame(cell, self) or _adopt_frame(self, cell)
+                if found is None:
+                    return
+                _, parent, node, reg, t0, trace, _ = found
         else:
-            cell.append(frame)
-            # A generator suspended inside a section of its own can leave its frame above
-            # ours; find ours so that no record is lost.
-            t1 = _now(frame)
-            found = _pop_frame(cell, self)
+            if not SWITCH.on:
+                return  # entered while perfkit was disabled
+            found = _adopt_frame(self, cell)  # a generator resumed in another thread or task
             if found is None:
                 return
-            frame = found
-        _, parent, node, reg, t0, trace = frame[:6]
-        cell[0] = parent
+            _, parent, node, reg, t0, trace, _ = found
+            t1 = reg.clock()
         if trace is not None:
             trace[0].end(trace[1])
         buf = reg._buf
@@ -115,7 +128,7 @@ class CudaSection(Section):
         cell: list[Any] = get_cell(None) or new_cell()
         start = events()
         start.record()
-        cell[-1] = (*cell[-1], events, start)
+        cell[-1] = (*cell[-1][:6], (events, start))
         return self
 
     def __exit__(
@@ -123,10 +136,10 @@ class CudaSection(Section):
     ) -> None:
         cell = get_cell(None)
         frame = _find_frame(cell, self) if cell else None
-        if frame is None or len(frame) < 8:
+        if frame is None or frame[6] is None:
             Section.__exit__(self, exc_type, exc, tb)
             return
-        _, parent, _, reg, t0, _, events, start = frame
+        _, parent, _, reg, t0, _, (events, start) = frame
         end = events()
         end.record()
         Section.__exit__(self, exc_type, exc, tb)
@@ -135,8 +148,8 @@ class CudaSection(Section):
 
 
 def _frame_index(cell: list[Any], owner: Section) -> int | None:
-    """Where ``owner``'s innermost open frame is in ``cell`` (frames follow the open node at 0)."""
-    for i in range(len(cell) - 1, 0, -1):
+    """Where ``owner``'s innermost open frame is in ``cell`` (frames follow the node and owner)."""
+    for i in range(len(cell) - 1, 1, -1):
         if cell[i][0] is owner:
             return i
     return None
@@ -153,8 +166,8 @@ def _now(frame: tuple[Any, ...]) -> int:
     return clock()
 
 
-def _pop_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
-    i = _frame_index(cell, owner)
+def _pop_frame(cell: list[Any], owner: Section, index: int | None = None) -> tuple[Any, ...] | None:
+    i = _frame_index(cell, owner) if index is None else index
     if i is None:
         return None
     frame: tuple[Any, ...] = cell.pop(i)
@@ -166,8 +179,28 @@ def _pop_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
     return frame
 
 
+def _adopt_frame(owner: Section, cell: list[Any] | None) -> tuple[Any, ...] | None:
+    """``owner``'s frame from the cell of another thread or task: a generator suspended inside its
+    section there and resumed here. Where several could be it, the frame of an ended thread or
+    task is taken first, then the oldest; that cell's open node goes back to the frame's parent."""
+    found = _CELLS.holding(owner, skip=cell)
+    if not found:
+        return None
+    other, i, _ = min(found, key=lambda f: (f[2], f[0][f[1]][4]))
+    try:
+        if other[i][0] is not owner:
+            return None  # its owner closed it meanwhile
+        frame = _pop_frame(other, owner, i)
+    except IndexError:
+        return None
+    if frame is not None and other[0] == frame[2]:
+        other[0] = frame[1]
+    return frame
+
+
 _CACHE: dict[tuple[str, Registry | None, bool], Section] = {}
 _BY_NAME: dict[str, Section] = {}  # the (name, None) entries of _CACHE, found without a tuple
+_BY_REGISTRY: dict[Registry, dict[str, Section]] = {}  # the (name, registry) ones, likewise
 _CACHE_MAX = 4096
 
 
@@ -188,8 +221,15 @@ def section(name: str, *, registry: Registry | None = None, cuda: bool = False) 
     With ``cuda=True`` the block's GPU time is recorded too, as ``NAME.gpu``, from CUDA events
     on the current stream resolved lazily (no ``torch.cuda.synchronize()`` per block).
     """
-    if registry is None and not cuda:
-        cached = _BY_NAME.get(name)
+    if not cuda:
+        try:
+            cached = _BY_NAME.get(name) if registry is None else _BY_REGISTRY[registry].get(name)
+        except KeyError:
+            cached = None
+        except TypeError:  # unhashable: the checks below say what it should be
+            check_name(name)
+            check_registry(registry)
+            raise
         if cached is not None:
             return cached
     key = (name, registry, cuda)
@@ -202,7 +242,11 @@ def section(name: str, *, registry: Registry | None = None, cuda: bool = False) 
     if len(_CACHE) >= _CACHE_MAX:  # names built at run time must not grow the cache forever
         _CACHE.clear()
         _BY_NAME.clear()
+        _BY_REGISTRY.clear()
     obj = _CACHE[key] = (CudaSection if cuda else Section)(name, registry)
-    if registry is None and not cuda:
-        _BY_NAME[name] = obj
+    if not cuda:
+        if registry is None:
+            _BY_NAME[name] = obj
+        else:
+            _BY_REGISTRY.setdefault(registry, {})[name] = obj
     return obj

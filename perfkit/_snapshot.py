@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from ._context import ThreadInfo
-from ._gauges import GaugeData, GaugeStats
-from ._stats import SeriesData, Stats, combine
+from ._gauges import GaugeData, GaugeStats, gauge_from_dict
+from ._stats import SeriesData, Stats, combine, series_from_dict
+from ._validate import Fields
 
 _FORMAT = 1
 
@@ -59,6 +60,7 @@ class Snapshot(Mapping[str, Stats]):
         "_gauges",
         "_series",
         "_stats",
+        "dropped",
         "dropped_in_transfer",
         "end_ns",
         "gauges",
@@ -79,6 +81,7 @@ class Snapshot(Mapping[str, Stats]):
         start_ns: int = 0,
         end_ns: int = 0,
         dropped_in_transfer: int = 0,
+        dropped: Mapping[str, int] | None = None,
     ) -> None:
         self._series = dict(sorted(series.items(), key=lambda kv: -kv[1].total_ns))
         self._stats = {name: data.stats() for name, data in self._series.items()}
@@ -88,6 +91,9 @@ class Snapshot(Mapping[str, Stats]):
         """Exact totals per (index into ``threads``, series name): what ``by_thread`` counts."""
         self.dropped_in_transfer = dropped_in_transfer
         """Records that DataLoader workers dropped in this window because the main process fell behind."""
+        self.dropped: Mapping[str, int] = dict(dropped or {})
+        """Records the registry dropped in this window, by reason (``invalid records``,
+        ``node table full``, ``past max_series: PREFIX``): counted, never silently lost."""
         self.start_ns = start_ns
         self.end_ns = end_ns
         self._gauges = dict(sorted((gauges or {}).items()))
@@ -119,6 +125,7 @@ class Snapshot(Mapping[str, Stats]):
             and self.threads == other.threads
             and self.thread_totals == other.thread_totals
             and self.dropped_in_transfer == other.dropped_in_transfer
+            and self.dropped == other.dropped
             and self._gauges.keys() == other._gauges.keys()
             and all(self._gauges[k].same_as(other._gauges[k]) for k in self._gauges)
             and (self.start_ns, self.end_ns) == (other.start_ns, other.end_ns)
@@ -206,6 +213,10 @@ class Snapshot(Mapping[str, Stats]):
             name: GaugeData.combine([s._gauges[name] for s in parts if name in s._gauges])
             for name in {n for s in parts for n in s._gauges}
         }
+        dropped: dict[str, int] = {}
+        for snap in parts:
+            for reason, n in snap.dropped.items():
+                dropped[reason] = dropped.get(reason, 0) + n
         return Snapshot(
             series,
             tree=tree,
@@ -215,6 +226,7 @@ class Snapshot(Mapping[str, Stats]):
             start_ns=min(s.start_ns for s in parts),
             end_ns=max(s.end_ns for s in parts),
             dropped_in_transfer=sum(s.dropped_in_transfer for s in parts),
+            dropped=dropped,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,6 +240,7 @@ class Snapshot(Mapping[str, Stats]):
                 {"thread": ti, "name": n, **asdict(t)} for (ti, n), t in self.thread_totals.items()
             ],
             "dropped_in_transfer": self.dropped_in_transfer,
+            "dropped": dict(self.dropped),
             "tree": [{"path": list(p), **asdict(t)} for p, t in self.tree.items()],
             "series": {
                 name: {
@@ -259,53 +272,102 @@ class Snapshot(Mapping[str, Stats]):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
-        """Rebuild a snapshot written by ``to_dict``; raises ``ValueError`` on another format."""
-        if data.get("format") != _FORMAT:
+        """Rebuild a snapshot written by ``to_dict``.
+
+        Raises ``ValueError``, naming the field and the value, for anything else: another
+        format, a field of the wrong type, a negative count, columns of unequal length.
+
+        >>> Snapshot.from_dict({"format": 1, "series": {}})
+        Traceback (most recent call last):
+        ...
+        ValueError: snapshot: start_ns is missing
+        """
+        f = Fields("snapshot")
+        doc = f.mapping(data, "the document")
+        if doc.get("format") != _FORMAT:
             raise ValueError(
-                f"data: not a perfkit snapshot of format {_FORMAT} (format={data.get('format')!r})"
+                f"snapshot: not a perfkit snapshot of format {_FORMAT} (format={doc.get('format')!r})"
             )
-        series = {}
-        for name, s in data["series"].items():
-            durations = np.array(s["durations_ns"], dtype=np.int64)
-            errors = np.zeros(len(durations), dtype=np.bool_)
-            errors[np.array(s["error_samples"], dtype=np.int64)] = True
-            series[name] = SeriesData(
-                count=s["count"],
-                total_ns=s["total_ns"],
-                errors=s["errors"],
-                m2=s["m2"],
-                min_ns=s["min_ns"],
-                max_ns=s["max_ns"],
-                durations_ns=durations,
-                starts_ns=np.array(s["starts_ns"], dtype=np.int64),
-                threads=np.array(s["threads"], dtype=np.int64),
-                sample_errors=errors,
-            )
+        threads = [
+            _thread(f, t, f"threads[{i}]")
+            for i, t in enumerate(f.items(f.get(doc, "threads", "", []), "threads"))
+        ]
         return cls(
-            series,
-            tree={tuple(t["path"]): NodeTotals(t["count"], t["total_ns"], t["errors"]) for t in data["tree"]},
-            threads=[ThreadInfo(**t) for t in data["threads"]],
-            thread_totals={
-                (t["thread"], t["name"]): NodeTotals(t["count"], t["total_ns"], t["errors"])
-                for t in data.get("thread_totals", [])
+            {
+                name: series_from_dict(f, s, f"series[{name!r}]", len(threads))
+                for name, s in _named(f, doc, "series")
             },
-            dropped_in_transfer=data.get("dropped_in_transfer", 0),
-            gauges={
-                name: GaugeData(
-                    g["count"],
-                    g["total"],
-                    np.array(g["times_ns"], dtype=np.int64),
-                    np.array(g["values"], dtype=np.float64),
-                )
-                for name, g in data.get("gauges", {}).items()
+            tree=dict(
+                _tree_row(f, t, f"tree[{i}]")
+                for i, t in enumerate(f.items(f.get(doc, "tree", "", []), "tree"))
+            ),
+            threads=threads,
+            thread_totals=dict(
+                _thread_total(f, t, f"thread_totals[{i}]", len(threads))
+                for i, t in enumerate(f.items(f.get(doc, "thread_totals", "", []), "thread_totals"))
+            ),
+            dropped_in_transfer=f.integer(doc, "dropped_in_transfer", "")
+            if "dropped_in_transfer" in doc
+            else 0,
+            dropped={
+                k: f.integer(v, "n", f"dropped[{k!r}]") for k, v in _named(f, doc, "dropped", wrap=True)
             },
-            start_ns=data["start_ns"],
-            end_ns=data["end_ns"],
+            gauges={name: gauge_from_dict(f, g, f"gauges[{name!r}]") for name, g in _named(f, doc, "gauges")},
+            start_ns=f.integer(doc, "start_ns", "", low=None),
+            end_ns=f.integer(doc, "end_ns", "", low=None),
         )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str) -> Snapshot:
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str | bytes) -> Snapshot:
+        """Read ``to_json``'s output; raises ``ValueError`` for anything else (see ``from_dict``)."""
+        if not isinstance(text, (str, bytes)):
+            raise TypeError(f"text must be a str, got {text!r} of type {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, nesting too deep
+            raise ValueError(f"snapshot: not JSON ({str(exc)[:200] or type(exc).__name__})") from None
+        return cls.from_dict(data)
+
+
+def _named(f: Fields, doc: dict[str, Any], key: str, *, wrap: bool = False) -> list[tuple[str, Any]]:
+    """The (name, value) pairs of the object ``doc[key]`` (absent: none)."""
+    items = f.mapping(f.get(doc, key, "", {}), key)
+    return [(name, {"n": value} if wrap else value) for name, value in items.items()]
+
+
+def _thread(f: Fields, raw: object, where: str) -> ThreadInfo:
+    t = f.mapping(raw, where)
+    worker = t.get("worker")
+    return ThreadInfo(
+        pid=f.integer(t, "pid", where),
+        tid=f.integer(t, "tid", where, low=None),
+        name=f.text(t, "name", where),
+        worker=None if worker is None else f.integer(t, "worker", where),
+    )
+
+
+def _totals(f: Fields, t: dict[str, Any], where: str) -> NodeTotals:
+    count = f.integer(t, "count", where)
+    errors = f.integer(t, "errors", where)
+    if errors > count:
+        raise f.fail(f"{where}.errors", f"must be <= count ({count}), got {errors}")
+    return NodeTotals(count, f.integer(t, "total_ns", where), errors)
+
+
+def _tree_row(f: Fields, raw: object, where: str) -> tuple[Path, NodeTotals]:
+    t = f.mapping(raw, where)
+    path = f.items(f.get(t, "path", where), f"{where}.path")
+    if not path or not all(isinstance(p, str) for p in path):
+        raise f.fail(f"{where}.path", f"must be a non-empty list of names, got {path!r}"[:120])
+    return tuple(path), _totals(f, t, where)
+
+
+def _thread_total(f: Fields, raw: object, where: str, n_threads: int) -> tuple[tuple[int, str], NodeTotals]:
+    t = f.mapping(raw, where)
+    ti = f.integer(t, "thread", where)
+    if ti >= n_threads:
+        raise f.fail(f"{where}.thread", f"must index threads (0..{n_threads - 1}), got {ti}")
+    return (ti, f.text(t, "name", where)), _totals(f, t, where)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._ring import I64, Bools
+from ._validate import Fields
 
 _NS = 1e9
 
@@ -82,14 +83,15 @@ class SeriesData:
             median, p95, p99 = (float(v) / _NS for v in np.percentile(d, [50.0, 95.0, 99.0]))
         else:  # every sample of this part was overwritten: only the exact totals are left
             median = p95 = p99 = math.nan
+        count = self.count or math.nan  # a part with no record (a hand-made SeriesData): no mean
         return Stats(
             count=self.count,
             total_s=self.total_ns / _NS,
-            mean_s=self.total_ns / self.count / _NS,
+            mean_s=self.total_ns / count / _NS,
             median_s=median,
             p95_s=p95,
             p99_s=p99,
-            std_s=math.sqrt(self.m2 / self.count) / _NS,
+            std_s=math.sqrt(max(self.m2, 0.0) / count) / _NS,
             min_s=self.min_ns / _NS,
             max_s=self.max_ns / _NS,
             errors=self.errors,
@@ -146,8 +148,8 @@ def combine(parts: list[SeriesData], thread_maps: list[I64]) -> SeriesData:
     """
     count = sum(p.count for p in parts)
     total = sum(p.total_ns for p in parts)
-    mean = total / count
-    m2 = sum(p.m2 + p.count * (p.total_ns / p.count - mean) ** 2 for p in parts)
+    mean = total / count if count else 0.0
+    m2 = sum(p.m2 + p.count * (p.total_ns / p.count - mean) ** 2 for p in parts if p.count)
     return SeriesData(
         count=count,
         total_ns=total,
@@ -160,3 +162,33 @@ def combine(parts: list[SeriesData], thread_maps: list[I64]) -> SeriesData:
         threads=np.concatenate([m[p.threads] for p, m in zip(parts, thread_maps, strict=False)]),
         sample_errors=np.concatenate([p.sample_errors for p in parts]),
     )
+
+
+def series_from_dict(f: Fields, raw: object, where: str, n_threads: int) -> SeriesData:
+    """A series as ``Snapshot.to_dict`` wrote it, every field and invariant checked (``f`` names
+    what is wrong): counts >= 0, columns of one length, indexes in range."""
+    s = f.mapping(raw, where)
+    count, total, errors = (f.integer(s, k, where) for k in ("count", "total_ns", "errors"))
+    if count < 1 or errors > count:
+        raise f.fail(f"{where}.count", f"must be >= 1 and >= errors ({errors}), got {count}")
+    durations, starts, threads = (f.column(s, k, where) for k in ("durations_ns", "starts_ns", "threads"))
+    marks = f.column(s, "error_samples", where)
+    if not len(durations) == len(starts) == len(threads) <= count:
+        raise f.fail(
+            where,
+            f"columns must have one length, at most count ({count}): durations_ns {len(durations)}, "
+            f"starts_ns {len(starts)}, threads {len(threads)}",
+        )
+    if len(threads) and (threads.min() < 0 or threads.max() >= n_threads):
+        raise f.fail(f"{where}.threads", f"must index threads (0..{n_threads - 1})")
+    if len(marks) and (marks.min() < 0 or marks.max() >= len(durations)):
+        raise f.fail(f"{where}.error_samples", f"must index the samples (0..{len(durations) - 1})")
+    if len(durations) and durations.min() < 0:
+        raise f.fail(f"{where}.durations_ns", "must be >= 0")
+    sample_errors = np.zeros(len(durations), dtype=np.bool_)
+    sample_errors[marks] = True
+    m2 = f.number(s, "m2", where)
+    lo, hi = f.integer(s, "min_ns", where), f.integer(s, "max_ns", where)
+    if m2 < 0 or lo > hi:
+        raise f.fail(where, f"needs m2 >= 0 and min_ns <= max_ns, got m2={m2}, min_ns={lo}, max_ns={hi}")
+    return SeriesData(count, total, errors, m2, lo, hi, durations, starts, threads, sample_errors)

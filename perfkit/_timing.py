@@ -20,7 +20,7 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
-from ._context import CELL, NODES, get_cell, new_cell
+from ._context import CELL, NODES, get_cell, new_cell, owner
 from ._cuda import wrap_cuda_function
 from ._registry import DRAIN_AT, Registry, add_record, check_registry, current_registry
 from ._state import SWITCH
@@ -185,7 +185,7 @@ def _wrap_coroutine(
         outer = get_cell(None) or new_cell()
         node = NODES.child(outer[0], name)
         # A cell of its own: other tasks interleaving on this thread must not see our sections.
-        token = CELL.set([node])
+        token = CELL.set([node, owner()])
         t0 = reg.clock()
         failed = True
         try:

@@ -65,7 +65,12 @@ def pack(nodes: I64, starts: I64, durations: I64, errors: Bools, *, dropped: int
 
 
 def unpack(batch: RecordBatch) -> I64:
-    """This process's nodes for ``batch``'s records, interning the ones it has not seen."""
+    """This process's nodes for ``batch``'s records, interning the ones it has not seen.
+
+    Raises ``ValueError`` when the batch does not hold together (columns of unequal length,
+    an index out of range): the receiver then drops the whole batch and counts it.
+    """
+    check_batch(batch)
     roots = [NODES.root(t) for t in batch.threads]
     local = np.empty(len(batch.paths), dtype=np.int64)
     overlay = set(batch.overlay)
@@ -76,6 +81,21 @@ def unpack(batch: RecordBatch) -> I64:
         local[j] = node
     mapped: I64 = local[batch.nodes]
     return mapped
+
+
+def check_batch(batch: RecordBatch) -> None:
+    """That ``batch`` can be read: one length for its columns, indexes in range, names that are str."""
+    n = len(batch.nodes)
+    columns = (batch.nodes, batch.starts, batch.durations, batch.errors)
+    if any(not isinstance(c, np.ndarray) or c.ndim != 1 or len(c) != n for c in columns):
+        raise ValueError(f"columns of unequal length or shape (nodes: {n} records)")
+    if n and (int(batch.nodes.min()) < 0 or int(batch.nodes.max()) >= len(batch.paths)):
+        raise ValueError(f"a node index outside the {len(batch.paths)} paths")
+    for ti, path in batch.paths:
+        if not 0 <= ti < len(batch.threads) or not all(isinstance(p, str) and p for p in path):
+            raise ValueError(f"a path with a bad thread index or name: {(ti, path)!r}"[:200])
+    if n and int(batch.durations.min()) < 0:
+        raise ValueError("a negative duration")
 
 
 OUTBOX_MAX = 256 * 1024
@@ -127,5 +147,5 @@ class Mailbox:
         n = len(self.inbox)
         batches = self.inbox[:n]
         del self.inbox[:n]
-        self.dropped_in += sum(b.dropped for b in batches)
+        self.dropped_in += sum(b.dropped for b in batches if isinstance(b.dropped, int) and b.dropped > 0)
         return batches

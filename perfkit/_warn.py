@@ -1,18 +1,40 @@
-"""Warn once per kind of fault: monitoring must never flood the user's log, nor crash their run."""
+"""Warn once per kind of fault: monitoring must never flood the user's log, nor crash their run.
+
+A warning is issued from inside training (a drain, a window's end, a sink's failure).
+Where warnings are turned into errors (``pytest -W error``, ``warnings.simplefilter
+("error")``), ``warnings.warn`` raises: perfkit then logs the message on the "perfkit"
+logger instead, so the run goes on whatever the warning filters say.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
+
+log = logging.getLogger("perfkit")
 
 
 class PerfkitWarning(UserWarning):
     """A fault inside perfkit's monitoring (a source, a logger, a trace) that the run survives."""
 
 
+def _issue(message: str, stacklevel: int) -> None:
+    try:
+        warnings.warn(message, PerfkitWarning, stacklevel=stacklevel + 1)
+    except Exception:  # the filter turned it into an error: it must not reach training
+        log.warning("%s", message)
+
+
 def warn(message: str) -> None:
-    """Issue a ``PerfkitWarning`` from inside monitoring."""
-    warnings.warn(message, PerfkitWarning, stacklevel=3)
+    """Issue a ``PerfkitWarning`` from inside monitoring (logged instead where warnings raise).
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error")
+    ...     warn("perfkit: a sink failed")  # logged on "perfkit", never raised
+    """
+    _issue(message, stacklevel=3)
 
 
 class WarnOnce:
@@ -36,7 +58,7 @@ class WarnOnce:
             n = self.counts.get(key, 0)
             self.counts[key] = n + 1
         if n == 0:
-            warnings.warn(message, PerfkitWarning, stacklevel=3)
+            _issue(message, stacklevel=3)
         return n == 0
 
     def after_fork(self) -> None:

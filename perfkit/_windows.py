@@ -17,6 +17,8 @@ from ._gauges import GaugeData, GaugeRing
 from ._ring import I64, Marks, Ring
 from ._snapshot import NodeTotals, Path
 from ._stats import SeriesData, m2_of
+from ._validate import MAX_PREFIXES
+from ._warn import WarnOnce
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Cursor:
     nodes: dict[int, tuple[int, int, int]] = field(repr=False)
     gauges: dict[str, tuple[int, float]] = field(repr=False)
     dropped_in_transfer: int = 0
+    dropped: dict[str, int] = field(default_factory=dict, repr=False)
 
 
 class ThreadTable:
@@ -45,7 +48,6 @@ class ThreadTable:
     def __init__(self) -> None:
         self.infos: list[ThreadInfo] = []
         self._index: dict[int, int] = {}
-        self._roots = np.asarray(NODES.roots, dtype=np.int64)
 
     def index_of_root(self, root: int) -> int:
         idx = self._index.get(root)
@@ -55,11 +57,11 @@ class ThreadTable:
         return idx
 
     def indexes(self, nodes: I64) -> I64:
-        uniq, inv = np.unique(self._roots[nodes], return_inverse=True)
-        numbers = np.empty(len(uniq), dtype=np.int64)
-        for i, root in enumerate(uniq.tolist()):
-            numbers[i] = self.index_of_root(root)
-        return numbers[inv].reshape(-1)
+        # Only the nodes at hand are looked up: the cost follows the window, not the node table.
+        uniq, inv = np.unique(nodes, return_inverse=True)
+        roots = NODES.roots
+        numbers = np.array([self.index_of_root(roots[n]) for n in uniq.tolist()], dtype=np.int64)
+        return numbers[inv].reshape(-1) if len(uniq) else np.zeros(0, np.int64)
 
 
 def series_window(ring: Ring, marks: Marks | None, threads: ThreadTable) -> SeriesData | None:
@@ -85,6 +87,57 @@ def series_window(ring: Ring, marks: Marks | None, threads: ThreadTable) -> Seri
         threads=threads.indexes(kept.nodes),
         sample_errors=kept.errors,
     )
+
+
+INVALID = "invalid records"
+NODES_FULL = "node table full"
+OVER_CAP = "past max_series: "
+
+
+class Losses:
+    """Records a registry dropped rather than let them poison or outgrow it, by reason, exact
+    since its start; each kind of loss is said once (a ``PerfkitWarning``). Prefixes past
+    ``MAX_PREFIXES`` are counted together, so the table of reasons is bounded too."""
+
+    __slots__ = ("counts", "max_series", "said")
+
+    def __init__(self, max_series: int) -> None:
+        self.counts: dict[str, int] = {}
+        self.max_series = max_series
+        self.said = WarnOnce()
+
+    def add(self, reason: str, n: int, what: str = "") -> None:
+        if n <= 0:
+            return
+        new_prefix = reason.startswith(OVER_CAP) and reason not in self.counts
+        if new_prefix and sum(k.startswith(OVER_CAP) for k in self.counts) >= MAX_PREFIXES:
+            reason = OVER_CAP + "(other)"
+        self.counts[reason] = self.counts.get(reason, 0) + n
+        kind = reason.split(":")[0]
+        if kind in self.said.counts:
+            self.said.counts[kind] += 1
+        else:
+            self.said(kind, self._message(kind, n, what))
+
+    def _message(self, kind: str, n: int, what: str) -> str:
+        if kind == OVER_CAP.rstrip(": "):
+            head = (
+                f"a registry holds max_series={self.max_series} series; records of new names "
+                f"(first: {what!r})"
+            )
+        elif kind == NODES_FULL:
+            head = f"{len(NODES.names):,} distinct paths of sections: records of new paths"
+        else:
+            head = (
+                f"{n} records with a start or end that is not an int of nanoseconds within 2**61 of "
+                f"zero ({what or 'check the registry clock'})"
+            )
+        return f"perfkit: {head} are dropped and counted in snapshot.dropped (said once)"
+
+    def since(self, cursor: Cursor | None) -> dict[str, int]:
+        """What was dropped since ``cursor``, by reason (reasons with nothing dropped left out)."""
+        before = cursor.dropped if cursor else {}
+        return {k: v - before.get(k, 0) for k, v in self.counts.items() if v > before.get(k, 0)}
 
 
 def gauge_windows(gauges: dict[str, GaugeRing], since: Cursor | None) -> dict[str, GaugeData]:

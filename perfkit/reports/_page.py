@@ -74,6 +74,7 @@ def render_html(run: RunData, *, link_base: Path) -> str:
         ) from exc
     snapshot, problems = _run_snapshot(run)
     windows = sorted(run.windows, key=lambda w: w.start_ns)  # Lightning ends validation first
+    problems += lost_records(windows)
     memory = plots.memory_svg(snapshot, windows) if snapshot is not None else None
     diagnosis = diagnose(run)
     bodies = {
@@ -109,6 +110,23 @@ def _run_snapshot(run: RunData) -> tuple[Snapshot | None, list[str]]:
         return None, problems
     problems.append("memory below is the sum of the windows, not of the whole run")
     return snaps[0].merge(*snaps[1:]), problems
+
+
+def lost_records(windows: Sequence[RunWindow]) -> list[str]:
+    """One line per window that lost records on the way: DataLoader workers that could not hand
+    them over, and what the registry dropped (invalid records, names past its bound)."""
+    out = []
+    for w in windows:
+        snap = w.snapshot
+        if snap.dropped_in_transfer:
+            out.append(
+                f"{w.stage} epoch {w.epoch}: {snap.dropped_in_transfer:,} records dropped by DataLoader "
+                "workers before they reached the main process (a batch made more than the workers "
+                "can hand over): its worker figures are short by that much"
+            )
+        for reason, n in snap.dropped.items():
+            out.append(f"{w.stage} epoch {w.epoch}: {n:,} records dropped ({reason})")
+    return out
 
 
 def _run_line(run: RunData, windows: Sequence[RunWindow]) -> str:

@@ -67,6 +67,16 @@ def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+def plain(text: str) -> str:
+    r"""User text (a stage, a series, a phase name) for matplotlib, which would read ``$...$`` as
+    mathtext and fail on ``$\frac{a$``: every ``$`` is escaped, so the text is drawn as written.
+
+    >>> plain("val $x$")
+    'val \\$x\\$'
+    """
+    return text.replace("$", r"\$")
+
+
 def _by_stage(windows: Sequence[RunWindow]) -> dict[str, list[RunWindow]]:
     out: dict[str, list[RunWindow]] = {}
     for w in windows:
@@ -100,7 +110,7 @@ def steps_svg(windows: Sequence[RunWindow]) -> str | None:
                 trend.plot(x, values, style, marker="o", color=_color(stage), label=q)
             for ax, what in ((box, "step time per epoch"), (trend, "step percentiles")):
                 ax.set_xticks(x, epochs)
-                ax.set(title=f"{stage_label(stage)}: {what}", ylabel="ms", xlabel="epoch")
+                ax.set(title=plain(f"{stage_label(stage)}: {what}"), ylabel="ms", xlabel="epoch")
             trend.legend()
         return to_svg(fig)
 
@@ -162,13 +172,13 @@ def memory_svg(snapshot: Snapshot, windows: Sequence[RunWindow]) -> str | None:
                 (w.start_ns - t0) / 1e9, (w.end_ns - t0) / 1e9, color=_color(w.stage), alpha=0.15, lw=0
             )
             mid = (w.start_ns + w.end_ns - 2 * t0) / 2e9
-            label = f"{w.stage} {w.epoch}"
+            label = plain(f"{w.stage} {w.epoch}")
             ax.text(mid, 0.98, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7)
         for n in names:
             g = snapshot.gauge_data(n)
-            ax.plot((g.times_ns - t0) / 1e9, g.values, label=n)
+            ax.plot((g.times_ns - t0) / 1e9, g.values, label=plain(n))
         stages = dict.fromkeys(w.stage for w in windows)
-        spans = [Patch(color=_color(p), alpha=0.15, label=f"{p} window") for p in stages]
+        spans = [Patch(color=_color(p), alpha=0.15, label=plain(f"{p} window")) for p in stages]
         ax.legend(handles=[*ax.get_lines(), *spans], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
         ax.set(xlabel="seconds since the first sample", ylabel="MB", title="memory over time")
         return to_svg(fig)
@@ -188,14 +198,14 @@ def profiler_svg(traces: Sequence[RunTrace]) -> str | None:
             share = np.array([split.share(phase) for _, split in done])
             ax.barh(y, share, left=left, label=phase.replace("_", " "))
             left += share
-        ax.set_yticks(y, [f"{t.stage} {t.epoch} rank {t.rank}" for t, _ in done])
+        ax.set_yticks(y, [plain(f"{t.stage} {t.epoch} rank {t.rank}") for t, _ in done])
         ax.set(xlim=(0, 1), xlabel="share of profiled step time")
         ax.legend(ncols=len(ALL_PHASES), loc="lower center", bbox_to_anchor=(0.5, 1.02), fontsize=7)
         return to_svg(fig)
 
 
 def _window_ticks(ax: Axes, windows: Sequence[RunWindow], suffixes: Sequence[str] = ()) -> None:
-    labels = [f"{w.stage} {w.epoch}" for w in windows]
+    labels = [plain(f"{w.stage} {w.epoch}") for w in windows]
     if suffixes:
         labels = [a + b for a, b in zip(labels, suffixes, strict=True)]
     ax.set_xticks(np.arange(len(windows)), labels, rotation=90 if len(windows) > 10 else 0, fontsize=7)

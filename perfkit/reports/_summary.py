@@ -55,7 +55,22 @@ def summary_text(
         lines.append(
             "  slowest  " + ", ".join(_slow(s.batch_idx, s.duration_s, s.tags) for s in window.slowest[:3])
         )
+    lost = lost_line(window.snapshot)
+    if lost:
+        lines.append("  lost     " + lost)
     return "\n".join(lines)
+
+
+def lost_line(snap: Snapshot) -> str:
+    """What the window's figures are missing, counted: records DataLoader workers dropped in
+    transfer, and those the registry dropped (empty when nothing was lost)."""
+    parts = (
+        [f"{snap.dropped_in_transfer:,} worker records dropped in transfer"]
+        if snap.dropped_in_transfer
+        else []
+    )
+    parts += [f"{n:,} records dropped ({reason})" for reason, n in snap.dropped.items()]
+    return "; ".join(parts)
 
 
 def _account_line(window: StageWindow) -> str:

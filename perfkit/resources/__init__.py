@@ -7,10 +7,11 @@ Each source is optional and skipped, with the reason, where it cannot run.
 """
 
 from ._lease import lease, release
-from ._sampler import ResourceSampler
+from ._sampler import MAX_INTERVAL_S, ResourceSampler
 from ._sources import NvmlSource, ProcessSource, Source, SourceUnavailable, TorchCudaSource, default_sources
 
 __all__ = [
+    "MAX_INTERVAL_S",
     "NvmlSource",
     "ProcessSource",
     "ResourceSampler",

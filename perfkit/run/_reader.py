@@ -4,20 +4,21 @@
     [(w.stage, w.epoch, w.metric("step_ms_p95")) for w in run.windows]
     run.problems        # ('final.json is missing: ...',) for a run that was killed
 
-A file that is there but broken (a line that is not JSON in the middle of
-``windows.jsonl``, a snapshot that does not parse) is an error naming the file
-and line. What a killed run leaves is not: a truncated last line is skipped and
-a missing ``final.json`` noted, so a partial run still reads.
+Nothing in a run directory can make the reader fail on the rest of it: a line
+that is torn or not JSON (a killed run, a full disk), a window whose snapshot is
+missing, broken or points outside the directory, a ``run.json`` left empty, are
+each skipped and listed in ``problems``, with the windows the writer numbered but
+never completed. Only a path that is not a run directory raises.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._snapshot import Snapshot
 from ..stages import SlowStep, StageWindow, stage_prefix
@@ -93,7 +94,7 @@ class RunTrace:
 
         try:
             return TraceAnalysis.from_dict(self.summary)
-        except ValueError:
+        except (ValueError, KeyError, TypeError, ArithmeticError):
             return None
 
 
@@ -110,37 +111,70 @@ class RunData:
 
 
 def read_run(path: str | os.PathLike[str]) -> RunData:
-    """Read and check the run directory ``path``.
+    """Read and check the run directory ``path``: what can be read is returned, what cannot is
+    listed in ``problems`` (a torn or corrupt line, a window whose snapshot is missing, broken
+    or outside the directory, windows the writer could not write, a missing ``final.json``).
 
-    Raises ``FileNotFoundError`` (no directory, no ``windows.jsonl``, a snapshot it names is
-    missing) or ``ValueError`` (a file that does not parse), each naming the file.
+    Raises ``FileNotFoundError`` only when ``path`` is not a run directory (no such
+    directory, or neither ``run.json`` nor ``windows.jsonl`` in it).
 
     >>> read_run("no/such/run")
     Traceback (most recent call last):
     ...
     FileNotFoundError: run directory no/such/run does not exist
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike (a run directory), got {path!r}")
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"run directory {root} does not exist")
     problems: list[str] = []
-    meta = _read_json(root / "run.json", problems)
     windows_file = root / "windows.jsonl"
-    if not windows_file.is_file():
+    if not windows_file.is_file() and not (root / "run.json").is_file():
         raise FileNotFoundError(
             f"{windows_file} is missing: no window of this run finished, or it is not a perfkit run directory"
         )
-    windows = tuple(_window(root, n, line) for n, line in _lines(windows_file, problems))
+    meta = _read_json(root / "run.json", problems) or {}
+    windows: list[RunWindow] = []
+    if windows_file.is_file():
+        lines = _lines(windows_file, problems)
+        windows = [w for n, line in lines if (w := _or_problem(problems, n, _window, root, n, line))]
+        _missing_windows(lines, meta, problems)
+    else:
+        problems.append("windows.jsonl is missing: no window of this run finished")
     traces_file = root / "traces.jsonl"
-    traces = (
-        tuple(_trace(root, n, x) for n, x in _lines(traces_file, problems)) if traces_file.exists() else ()
-    )
+    traces = []
+    if traces_file.is_file():
+        traces = [
+            t for n, x in _lines(traces_file, problems) if (t := _or_problem(problems, n, _trace, root, n, x))
+        ]
     final = None
-    if (root / "final.json").exists():
-        final = _snapshot(root / "final.json")
+    if (root / "final.json").is_file():
+        final = _or_problem(problems, "final.json", _snapshot, root / "final.json")
     else:
         problems.append("final.json is missing: the run did not finish (killed, or still running)")
-    return RunData(root, meta or {}, windows, traces, final, tuple(problems))
+    return RunData(root, meta, tuple(windows), tuple(traces), final, tuple(problems))
+
+
+T = TypeVar("T")
+
+
+def _or_problem(problems: list[str], where: str, read: Callable[..., T], *args: Any) -> T | None:
+    """``read(*args)``, or None with the reason in ``problems`` (the rest of the run still reads)."""
+    try:
+        return read(*args)
+    except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
+        reason = _reason(exc)
+        problems.append(f"{reason if reason.startswith(where) else f'{where}: {reason}'}: skipped")
+        return None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"cannot be read ({exc.strerror or exc})"
+    return str(exc)[:300] if isinstance(exc, ValueError) else f"malformed ({exc!r})"[:300]
 
 
 def _read_json(file: Path, problems: list[str]) -> dict[str, Any] | None:
@@ -148,52 +182,115 @@ def _read_json(file: Path, problems: list[str]) -> dict[str, Any] | None:
         problems.append(f"{file.name} is missing")
         return None
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{file}: not JSON ({exc})") from None
+        data = json.loads(file.read_text(encoding="utf-8") or "null")
+    except (OSError, ValueError, RecursionError) as exc:
+        problems.append(f"{file.name} cannot be read ({_reason(exc)}): its metadata is left out")
+        return None
     if not isinstance(data, dict):
-        raise ValueError(f"{file}: expected a JSON object, got {type(data).__name__}")
+        what = (
+            "is empty (a write cut short)"
+            if data is None
+            else f"is not a JSON object ({type(data).__name__})"
+        )
+        problems.append(f"{file.name} {what}: its metadata is left out")
+        return None
     return data
 
 
 def _lines(file: Path, problems: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """The JSON objects of ``file`` with their ``"FILE line N"`` labels; a truncated last line is noted."""
+    """The JSON objects of ``file`` with their ``"FILE line N"`` labels; the others are listed.
+
+    A line cut short (a killed run, a full disk) is skipped wherever it is: a writer that
+    could write again started a fresh line after it.
+    """
     try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{file}: not UTF-8 text ({exc})") from None
+        text = file.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        problems.append(f"{file.name} cannot be read ({_reason(exc)}): skipped")
+        return []
     lines = text.split("\n")
     out = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
-        where = f"{file} line {i + 1}"
+        where = f"{file.name} line {i + 1}"
         try:
             data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if i == len(lines) - 1:  # no newline after it: the writer was killed mid-line
-                problems.append(f"{file.name} line {i + 1} is truncated (the run was killed): skipped")
-                continue
-            raise ValueError(f"{where}: not JSON ({exc})") from None
+        except (ValueError, RecursionError):
+            last = i == len(lines) - 1  # no newline after it: the writer was killed mid-line
+            why = "is truncated (the run was killed)" if last else "is torn or not JSON (a write cut short?)"
+            problems.append(f"{file.name} line {i + 1} {why}: skipped")
+            continue
         if not isinstance(data, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
+            problems.append(f"{file.name} line {i + 1} is not a JSON object: skipped")
+            continue
         out.append((where, data))
     return out
+
+
+def _missing_windows(
+    lines: list[tuple[str, dict[str, Any]]], meta: Mapping[str, Any], problems: list[str]
+) -> None:
+    """Windows the writer numbered but whose line is not there, and those it recorded as lost."""
+    seen: dict[str, set[int]] = {}
+    for _, line in lines:
+        seq, writer = line.get("seq"), line.get("writer")
+        if (
+            isinstance(seq, int)
+            and not isinstance(seq, bool)
+            and 0 <= seq < 10**9
+            and isinstance(writer, str)
+        ):
+            seen.setdefault(writer, set()).add(seq)
+    lost = meta.get("lost")
+    told: set[tuple[str, int]] = set()
+    for item in lost if isinstance(lost, list) else []:
+        if isinstance(item, dict):
+            told.add((str(item.get("writer")), item.get("seq", -1)))
+            stage, epoch, reason = (item.get(k, "?") for k in ("stage", "epoch", "reason"))
+            problems.append(f"{stage} epoch {epoch}: not written ({reason})")
+    for writer, seqs in seen.items():
+        gaps = [n for n in range(max(seqs) + 1) if n not in seqs and (writer, n) not in told]
+        if gaps:
+            problems.append(
+                f"windows.jsonl: {len(gaps)} window(s) missing (written as numbers {_ranges(gaps)} of "
+                "the run, never completed: a full disk, or a line skipped above)"
+            )
+
+
+def _ranges(numbers: list[int]) -> str:
+    parts, start = [], numbers[0]
+    for a, b in zip(numbers, [*numbers[1:], None], strict=True):
+        if b != a + 1:
+            parts.append(str(a) if a == start else f"{start}-{a}")
+            if b is not None:
+                start = b
+    return ", ".join(parts)
+
+
+def _inside(root: Path, name: str, where: str, what: str) -> Path:
+    """``root / name``, refused when ``name`` leads out of the run directory."""
+    file = (root / name).resolve()
+    if Path(name).is_absolute() or not file.is_relative_to(root.resolve()):
+        raise ValueError(f"{what} {name!r} is outside the run directory (refused)")
+    return file
 
 
 def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
     stage = _field(line, "stage" if "stage" in line else "phase", str, where)
     snapshot_file = _field(line, "snapshot", str, where)
-    file = root / snapshot_file
+    epoch = _field(line, "epoch", int, where)
+    file = _inside(root, snapshot_file, where, f"the snapshot of {stage} epoch {epoch}")
     if not file.is_file():
-        raise FileNotFoundError(f"{file} is missing (the snapshot of {stage} in {where})")
-    _field(line, "epoch", int, where)
-    _field(line, "wall_s", (int, float), where)
+        raise FileNotFoundError(f"the snapshot of {stage} epoch {epoch}, {snapshot_file}, is missing")
+    wall = _field(line, "wall_s", (int, float), where)
+    if not 0 <= wall < float("inf"):
+        raise ValueError(f"{where}: 'wall_s' must be a finite number >= 0, got {wall!r}")
     prefix = line.get("prefix")
     snapshot = _snapshot(file)
     try:
         window = StageWindow.from_dict(line, snapshot)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ValueError(f"{where}: not a stage window ({exc!r})") from None
     return RunWindow(
         window=window,
@@ -209,7 +306,7 @@ def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
 def _trace(root: Path, where: str, line: Mapping[str, Any]) -> RunTrace:
     summary = line.get("summary")
     if summary is not None and not isinstance(summary, dict):
-        raise ValueError(f"{where}: 'summary' must be an object or null, got {summary!r}")
+        raise ValueError(f"{where}: 'summary' must be an object or null, got {summary!r}"[:300])
     trace = Path(_field(line, "trace", str, where))
     if not trace.is_absolute() and (root / trace).exists():
         trace = root / trace
@@ -225,7 +322,7 @@ def _trace(root: Path, where: str, line: Mapping[str, Any]) -> RunTrace:
 def _field(line: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = line.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ValueError(f"{where}: {key!r} is missing or not {_KINDS[kind]} (got {value!r})")
+        raise ValueError(f"{where}: {key!r} is missing or not {_KINDS[kind]} (got {value!r})"[:300])
     return value
 
 
@@ -244,14 +341,12 @@ def _int_or_none(value: object) -> int | None:
 def _metrics(metrics: Mapping[str, Any], where: str) -> dict[str, float]:
     bad = [k for k, v in metrics.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
     if bad:
-        raise ValueError(f"{where}: metric {bad[0]!r} is not a number (got {metrics[bad[0]]!r})")
-    return {k: float(v) for k, v in metrics.items()}
+        raise ValueError(f"{where}: metric {bad[0]!r} is not a number (got {metrics[bad[0]]!r})"[:300])
+    return {k: float(v) for k, v in metrics.items()}  # an int past float's range: OverflowError, listed
 
 
 def _snapshot(file: Path) -> Snapshot:
     try:
-        return Snapshot.from_json(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{file}: not JSON ({exc})") from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{file}: not a perfkit snapshot ({exc!r})") from None
+        return Snapshot.from_json(file.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as exc:
+        raise ValueError(f"{file.name}: {exc}") from None

@@ -8,14 +8,22 @@
       traces.jsonl        one line per profiler window: its trace file and its analysis
       final.json          the snapshot of the whole run, written when the run ends
 
-Lines are appended as the run goes, so a run killed mid-epoch leaves everything up to its
-last complete window. A write that fails (permissions, a full disk) is warned about once
-per kind and never raises into the training loop. A ``RunWriter`` is a sink: give it to
-``perfkit.window(sinks=...)`` or a monitor's ``sinks=`` like any other.
+Lines are appended as the run goes (and synced to disk when each window ends), so a run
+killed mid-epoch leaves everything up to its last complete window. ``run.json``, the
+snapshots and ``final.json`` are written to a temporary file and renamed: a full disk
+never leaves one half-written. A line cut short is cut off before the next is appended.
+A write that fails (permissions, a full disk) is warned about once per kind, in words
+("no space left on device"), never raises into the training loop, and the windows it
+lost are listed by the reader (each line is numbered, and ``run.json`` records them).
+A ``RunWriter`` is a sink: give it to ``perfkit.window(sinks=...)`` or a monitor's
+``sinks=`` like any other.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import itertools
 import json
 import os
 import re
@@ -25,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._snapshot import Snapshot
-from .._warn import WarnOnce
+from .._warn import WarnOnce, log
 from ..stages import StageWindow
 
 FORMAT = 2
@@ -47,6 +55,8 @@ class RunWriter:
     """Appends a run's stage windows to the run directory ``path`` (created if missing).
 
     ``prefix`` is the metric prefix the windows' metrics carry (``perf``), stored with each line.
+    A window that cannot be written (a full disk) is warned about, counted in ``lost`` and
+    recorded in ``run.json`` as soon as a write succeeds again, so the reader lists it.
     """
 
     def __init__(
@@ -56,10 +66,18 @@ class RunWriter:
             raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty str, got {prefix!r}")
+        if meta is not None and not isinstance(meta, Mapping):
+            raise TypeError(f"meta must be a mapping or None, got {meta!r}")
         self.path = Path(path)
         self.prefix = prefix
         self._warn = WarnOnce()
         self._names: set[str] = set()
+        self._id = f"{os.getpid()}-{next(_WRITERS)}"  # numbers windows apart from another writer's
+        self._seq = 0
+        self.lost: list[dict[str, Any]] = []
+        """Windows that could not be written: writer, seq, stage, epoch and the reason."""
+        self._lost_saved = 0
+        self._info: dict[str, Any] = {}
         self._safely("run.json", self._start, dict(meta or {}))
 
     def __repr__(self) -> str:
@@ -68,11 +86,12 @@ class RunWriter:
     def _start(self, meta: dict[str, Any]) -> None:
         from .. import __version__
 
+        self._info = {"format": FORMAT, "perfkit": __version__, "started_unix": time.time(), "meta": meta}
         (self.path / "windows").mkdir(parents=True, exist_ok=True)
-        if (self.path / "run.json").exists():  # another writer of the same run (a second callback)
+        run_json = self.path / "run.json"
+        if run_json.exists() and run_json.stat().st_size > 0:  # another writer of the same run
             return
-        info = {"format": FORMAT, "perfkit": __version__, "started_unix": time.time(), "meta": meta}
-        (self.path / "run.json").write_text(json.dumps(info, indent=2, default=str))
+        write_atomically(run_json, json.dumps(self._info, indent=2, default=str))
 
     def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
         """As a sink: record ``window`` (see ``add_window``)."""
@@ -85,9 +104,14 @@ class RunWriter:
         self, window: StageWindow, metrics: Mapping[str, float], *, step: int | None = None
     ) -> None:
         """Record one stage epoch: its metrics and account on a line, its snapshot in its own file."""
-        self._safely("window", self._add_window, window, metrics, step)
+        seq = self._seq
+        self._seq += 1
+        if self._safely("window", self._add_window, window, metrics, step, seq):
+            self._save_lost()
 
-    def _add_window(self, window: StageWindow, metrics: Mapping[str, float], step: int | None) -> None:
+    def _add_window(
+        self, window: StageWindow, metrics: Mapping[str, float], step: int | None, seq: int
+    ) -> None:
         stem = f"{file_stem(window.stage)}_epoch{window.epoch}"
         name, k = stem, 2
         while name in self._names:  # several validation runs in one epoch
@@ -95,17 +119,41 @@ class RunWriter:
             k += 1
         self._names.add(name)
         snapshot_file = f"windows/{name}.json"
-        (self.path / snapshot_file).write_text(window.snapshot.to_json())
-        line = {
-            **window.to_dict(),
-            "step": step,
-            "prefix": self.prefix,
-            "start_ns": window.snapshot.start_ns,
-            "end_ns": window.snapshot.end_ns,
-            "metrics": dict(metrics),
-            "snapshot": snapshot_file,
-        }
-        self._append("windows.jsonl", line)
+        try:
+            (self.path / "windows").mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path / snapshot_file, window.snapshot.to_json())
+            line = {
+                **window.to_dict(),
+                "step": step,
+                "prefix": self.prefix,
+                "start_ns": window.snapshot.start_ns,
+                "end_ns": window.snapshot.end_ns,
+                "metrics": dict(metrics),
+                "snapshot": snapshot_file,
+                "seq": seq,
+                "writer": self._id,
+            }
+            append_line(self.path / "windows.jsonl", line, sync=True)
+        except OSError as exc:
+            reason = describe(exc)
+            self.lost.append(
+                {
+                    "writer": self._id,
+                    "seq": seq,
+                    "stage": window.stage,
+                    "epoch": window.epoch,
+                    "reason": reason,
+                }
+            )
+            # On the console with each lost window, not only in the once-per-kind warning.
+            log.warning(
+                "perfkit: %s epoch %s was not written to %s: %s",
+                window.stage,
+                window.epoch,
+                self.path,
+                reason,
+            )
+            raise
 
     def add_trace(
         self,
@@ -118,20 +166,110 @@ class RunWriter:
     ) -> None:
         """Record one profiler window: where its trace is, and what its analysis found."""
         line = {"stage": stage, "epoch": epoch, "rank": rank, "trace": str(trace), "summary": summary}
-        self._safely("trace", self._append, "traces.jsonl", line)
+        if self._safely("trace", append_line, self.path / "traces.jsonl", line):
+            self._save_lost()
 
     def finish(self, snapshot: Snapshot) -> None:
         """Write the whole run's snapshot."""
-        self._safely("final.json", lambda: (self.path / "final.json").write_text(snapshot.to_json()))
+        self._safely("final.json", write_atomically, self.path / "final.json", snapshot.to_json())
+        self._save_lost()
 
-    def _append(self, file: str, line: Mapping[str, Any]) -> None:
-        with open(self.path / file, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, default=str) + "\n")
+    def _save_lost(self) -> None:
+        """Record in ``run.json`` the windows lost since the last time it could be written."""
+        if len(self.lost) == self._lost_saved:
+            return
+        run_json = self.path / "run.json"
+        try:
+            info = json.loads(run_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            info = None
+        info = info if isinstance(info, dict) else dict(self._info)
+        recorded = info.get("lost")
+        known: list[Any] = recorded if isinstance(recorded, list) else []
+        seen = {(x.get("writer"), x.get("seq")) for x in known if isinstance(x, dict)}
+        info["lost"] = [*known, *(x for x in self.lost if (x["writer"], x["seq"]) not in seen)]
+        if self._safely("run.json", write_atomically, run_json, json.dumps(info, indent=2, default=str)):
+            self._lost_saved = len(self.lost)
 
-    def _safely(self, what: str, fn: Any, *args: Any) -> None:
+    def _safely(self, what: str, fn: Any, *args: Any) -> bool:
         try:
             fn(*args)
         except (OSError, TypeError, ValueError) as exc:
+            reason = describe(exc) if isinstance(exc, OSError) else repr(exc)
             self._warn(
-                f"{what}:{type(exc).__name__}", f"perfkit: cannot write {what} in {self.path}: {exc!r}"
+                f"{what}:{type(exc).__name__}",
+                f"perfkit: cannot write {what} in {self.path}: {reason}; the run goes on, and what is lost "
+                "is listed in its report (said once per kind)",
             )
+            return False
+        return True
+
+
+_WRITERS = itertools.count(1)
+
+
+def describe(exc: OSError) -> str:
+    """An OS error in the words a user acts on (``no space left on device``), with the file."""
+    words = {
+        errno.ENOSPC: "no space left on device",
+        errno.EDQUOT: "disk quota exceeded",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "read-only file system",
+        errno.EFBIG: "file too large",
+    }.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+    return f"{words} ({exc.filename})" if exc.filename else words
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file and a rename: a full disk leaves the old file whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def append_line(path: Path, line: Mapping[str, Any], *, sync: bool = False) -> None:
+    """Append ``line`` as one JSON line. A torn last line (a write cut short by a full disk or a
+    kill) is cut off first, so the new line never glues to it; a write that fails is undone."""
+    data = (json.dumps(line, default=str) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = _untorn(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # shrinking needs no space: the file ends on a whole line
+            raise
+    finally:
+        os.close(fd)
+
+
+def _untorn(fd: int) -> int:
+    """Cut the file open on ``fd`` back to its last newline; returns its size."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        chunk = os.pread(fd, end - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            os.ftruncate(fd, start + cut + 1)
+            return start + cut + 1
+        end = start
+    os.ftruncate(fd, 0)
+    return 0

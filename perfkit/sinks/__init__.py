@@ -8,11 +8,13 @@ sends to several and keeps one sink's failure from reaching the others or traini
         ...
 """
 
+from ._background import Background
 from ._builtin import WANDB_STEP_KEY, JsonlSink, MlflowSink, WandbSink
 from ._fanout import Failures, Sink, SinkFanout, check_sinks, sink_name
 
 __all__ = [
     "WANDB_STEP_KEY",
+    "Background",
     "Failures",
     "JsonlSink",
     "MlflowSink",

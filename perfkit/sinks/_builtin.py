@@ -2,7 +2,10 @@
 
 W&B and MLflow are imported when their sink is made, with an error naming the extra to
 install; they log to the active run unless given one, and raise when there is none (the
-fan-out in front of them warns once and goes on).
+fan-out in front of them warns once and goes on). Their network calls run on a thread of
+their own behind a bounded queue (``Background``): a server that does not answer costs the
+training thread a queue put per window; ``close()`` (or interpreter exit) gives what is
+queued ``flush_s`` to go out, then counts and says what was lost.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from types import ModuleType
 from typing import IO, Any
 
 from ..stages import StageWindow
+from ._background import Background
 
 WANDB_STEP_KEY = "perf/window"
 """The x-axis of perfkit's W&B charts: the window counter, apart from W&B's own step."""
@@ -81,21 +85,30 @@ class WandbSink:
     nothing is lost whatever else the script logs, and ``run.summary`` holds the last values.
     """
 
-    def __init__(self, run: Any = None) -> None:
+    def __init__(self, run: Any = None, *, timeout_s: float = 10.0, flush_s: float = 5.0) -> None:
         self._wandb = import_extra("wandb", "wandb", "WandbSink")
         self.run = run
         self._defined_on: Any = None
+        self.background = Background("WandbSink", timeout_s=timeout_s, flush_s=flush_s)
 
     def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
-        run = wandb_run(self._wandb, self.run, "WandbSink")
+        run = wandb_run(self._wandb, self.run, "WandbSink")  # here: no run is the caller's mistake
+        self.background.submit(lambda: self._log(run, {WANDB_STEP_KEY: step, **metrics}))
+
+    def _log(self, run: Any, row: dict[str, float]) -> None:
         if self._defined_on is not run:
             run.define_metric(WANDB_STEP_KEY)
             run.define_metric("perf/*", step_metric=WANDB_STEP_KEY)
             self._defined_on = run
-        run.log({WANDB_STEP_KEY: step, **metrics})
+        run.log(row)
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
+        return self.background.flush(timeout_s)
 
     def close(self) -> None:
-        """Nothing to release: the run belongs to the caller, who ends it with ``wandb.finish()``."""
+        """Flush, within ``flush_s``; the run belongs to the caller, who ends it with ``wandb.finish()``."""
+        self.background.close()
 
 
 class MlflowSink:
@@ -104,23 +117,47 @@ class MlflowSink:
     ``tracking_uri`` picks the tracking server (default: MLflow's current one).
     """
 
-    def __init__(self, run_id: str | None = None, tracking_uri: str | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str | None = None,
+        tracking_uri: str | None = None,
+        *,
+        timeout_s: float = 10.0,
+        flush_s: float = 5.0,
+    ) -> None:
         for name, value in (("run_id", run_id), ("tracking_uri", tracking_uri)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty str or None, got {value!r}")
         self._mlflow = import_extra("mlflow", "mlflow", "MlflowSink")
         self.run_id = run_id
         self.tracking_uri = tracking_uri
+        self.background = Background("MlflowSink", timeout_s=timeout_s, flush_s=flush_s)
+        self._clients: dict[str, Any] = {}
 
     def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
         from mlflow.entities import Metric
 
-        client, run_id = mlflow_target(self._mlflow, self.run_id, self.tracking_uri, "MlflowSink")
+        # The run and server are looked up here (MLflow's active run is per thread); the client,
+        # which may open a database, and the call, which may wait on a network, go to the thread.
+        run_id = mlflow_run_id(self._mlflow, self.run_id, "MlflowSink")
+        uri = self.tracking_uri or self._mlflow.get_tracking_uri()
         now_ms = int(time.time() * 1000)
-        client.log_batch(run_id, metrics=[Metric(k, float(v), now_ms, step) for k, v in metrics.items()])
+        batch = [Metric(k, float(v), now_ms, step) for k, v in metrics.items()]
+        self.background.submit(lambda: self._client(uri).log_batch(run_id, metrics=batch))
+
+    def _client(self, uri: str) -> Any:
+        client = self._clients.get(uri)
+        if client is None:
+            client = self._clients[uri] = self._mlflow.MlflowClient(uri)
+        return client
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
+        return self.background.flush(timeout_s)
 
     def close(self) -> None:
-        """Nothing to release: the run belongs to the caller."""
+        """Flush, within ``flush_s``; the run belongs to the caller."""
+        self.background.close()
 
 
 def wandb_run(wandb: ModuleType, run: Any, who: str) -> Any:
@@ -131,13 +168,18 @@ def wandb_run(wandb: ModuleType, run: Any, who: str) -> Any:
     return active
 
 
-def mlflow_target(
-    mlflow: ModuleType, run_id: str | None, tracking_uri: str | None, who: str
-) -> tuple[Any, str]:
-    """A client for ``tracking_uri`` and the run to log to: ``run_id``, else the active run's."""
+def mlflow_run_id(mlflow: ModuleType, run_id: str | None, who: str) -> str:
+    """The run to log to: ``run_id``, else the active run's; a RuntimeError when there is neither."""
     if run_id is None:
         active = mlflow.active_run()
         if active is None:
             raise RuntimeError(f"{who}: no active MLflow run: call mlflow.start_run() first, or pass run_id=")
-        run_id = active.info.run_id
-    return mlflow.MlflowClient(tracking_uri), run_id
+        run_id = str(active.info.run_id)
+    return run_id
+
+
+def mlflow_target(
+    mlflow: ModuleType, run_id: str | None, tracking_uri: str | None, who: str
+) -> tuple[Any, str]:
+    """A client for ``tracking_uri`` and the run to log to: ``run_id``, else the active run's."""
+    return mlflow.MlflowClient(tracking_uri), mlflow_run_id(mlflow, run_id, who)

@@ -26,11 +26,15 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from .._state import set_tracer
 from ..names import TRACE_METADATA_KEY
+from ..run._writer import file_stem
 from ..stages import StageListener, StageWindow
 from ..trace import TraceAnalysis
 from ._export import TraceExporter, TraceJob
 from ._marks import RangeTracer, mark_phases
 from ._schedule import Cycle, Schedule
+
+MAX_TRACE_MB = 100_000.0
+"""Largest ``max_trace_mb`` (100 GB)."""
 
 
 class _Window:
@@ -52,6 +56,9 @@ class ProfilerWindows(StageListener):
     ``skip_first`` steps and ``wait`` steps before each of ``repeat`` cycles (as
     ``torch.profiler.schedule``, but per stage epoch). ``activities`` is a list of "cpu" /
     "cuda" (None: CPU, plus CUDA where available). Traces over ``max_trace_mb`` are not kept.
+
+    Use it as a context manager around the loop (or call ``close()``): a loop interrupted
+    inside a window still gets its trace written and the export thread joined.
 
     >>> from perfkit.torch import ProfilerWindows
     >>> windows = ProfilerWindows(output_dir="traces", epochs=[1], stages=["val"], profile_steps=5)
@@ -82,14 +89,16 @@ class ProfilerWindows(StageListener):
         self.stages = _check_stages(stages)
         self.schedule = Schedule(skip_first, wait, warmup_steps, profile_steps, repeat)
         self.activities = activity_list(activities)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 10_000:
+            raise ValueError(f"top_k must be an int in [1, 10,000], got {top_k!r}")
         if (
             isinstance(max_trace_mb, bool)
             or not isinstance(max_trace_mb, (int, float))
-            or not max_trace_mb > 0
+            or not 0 < max_trace_mb <= MAX_TRACE_MB  # NaN fails both
         ):
-            raise ValueError(f"max_trace_mb must be a number > 0, got {max_trace_mb!r}")
+            raise ValueError(
+                f"max_trace_mb must be a finite number in (0, {MAX_TRACE_MB:,}], got {max_trace_mb!r}"
+            )
         self.record_shapes, self.with_stack, self.profile_memory = record_shapes, with_stack, profile_memory
         self.gzip = gzip
         self.max_trace_mb = float(max_trace_mb)
@@ -170,6 +179,14 @@ class ProfilerWindows(StageListener):
         self._close()
         self._exporter.close()
 
+    def __enter__(self) -> ProfilerWindows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """However the block ends (an exception, Ctrl-C): the window stops, its trace is written
+        and the export thread is joined (``close``)."""
+        self.close()
+
     def results(self) -> list[tuple[TraceJob, TraceAnalysis]]:
         """The windows whose trace was written and analysed since the last call."""
         done = self._exporter.results()
@@ -233,7 +250,7 @@ class ProfilerWindows(StageListener):
         self._window = window
 
     def _job(self, stage: str, epoch: int, cycle: Cycle) -> TraceJob:
-        name = f"{stage}_epoch{epoch}"
+        name = f"{file_stem(stage)}_epoch{epoch}"  # a stage name never becomes a path
         if self._world > 1:
             name += f"_rank{self._rank}"
         if self.schedule.repeat > 1:
@@ -300,6 +317,8 @@ def activity_list(names: Sequence[str] | None) -> list[ProfilerActivity]:
         return [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
     if isinstance(names, str):
         raise TypeError(f"activities must be a list such as ['cpu', 'cuda'], got the string {names!r}")
+    if not isinstance(names, Iterable):
+        raise TypeError(f"activities must be a list such as ['cpu', 'cuda'], got {names!r}")
     table = {"cpu": ProfilerActivity.CPU, "cuda": ProfilerActivity.CUDA}
     out = []
     for name in names:
@@ -313,7 +332,7 @@ def check_epochs(epochs: Iterable[int] | None) -> frozenset[int] | None:
     """``epochs=``: a list of epoch numbers, or None for every epoch."""
     if epochs is None:
         return None
-    if isinstance(epochs, (str, int)):
+    if isinstance(epochs, (str, int)) or not isinstance(epochs, Iterable):
         raise TypeError(f"profile_epochs must be a list of epoch numbers or None, got {epochs!r}")
     out = frozenset(epochs)
     bad = [e for e in out if isinstance(e, bool) or not isinstance(e, int) or e < 0]
@@ -323,8 +342,8 @@ def check_epochs(epochs: Iterable[int] | None) -> frozenset[int] | None:
 
 
 def _check_stages(stages: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(stages, str):
-        raise TypeError(f"phases must be a list of stage names, got the string {stages!r}")
+    if isinstance(stages, str) or not isinstance(stages, Iterable):
+        raise TypeError(f"phases (stages) must be a list of stage names, got {stages!r}")
     out = tuple(stages)
     bad = [s for s in out if not isinstance(s, str) or not s]
     if bad:

@@ -21,8 +21,17 @@ class Cycle:
     end: int
 
 
+MAX_STEPS = 1_000_000
+"""Largest ``skip_first``, ``wait``, ``warmup`` and ``active``: a window of a million steps."""
+MAX_REPEAT = 1000
+"""Largest ``repeat``: each cycle is a profiler session and a trace file."""
+
+
 @dataclass(frozen=True)
 class Schedule:
+    """Steps of one stage epoch: ``skip_first``, then ``repeat`` cycles of ``wait``, ``warmup``,
+    ``active`` (each at most ``MAX_STEPS``; ``repeat`` at most ``MAX_REPEAT``)."""
+
     skip_first: int = 0
     wait: int = 0
     warmup: int = 5
@@ -30,14 +39,16 @@ class Schedule:
     repeat: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("skip_first", "wait", "warmup", "repeat"):
+        for name in ("skip_first", "wait", "warmup"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-        if isinstance(self.active, bool) or not isinstance(self.active, int) or self.active < 1:
-            raise ValueError(f"active (profile_steps) must be an int >= 1, got {self.active!r}")
-        if self.repeat == 0:
-            raise ValueError("repeat must be >= 1: a window per epoch needs at least one cycle, got 0")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STEPS:
+                raise ValueError(f"{name} must be an int in [0, {MAX_STEPS:,}], got {value!r}")
+        active = self.active
+        if isinstance(active, bool) or not isinstance(active, int) or not 1 <= active <= MAX_STEPS:
+            raise ValueError(f"active (profile_steps) must be an int in [1, {MAX_STEPS:,}], got {active!r}")
+        repeat = self.repeat
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
+            raise ValueError(f"repeat must be an int in [1, {MAX_REPEAT:,}], got {repeat!r}")
 
     def cycles(self) -> list[Cycle]:
         """The cycles of one phase epoch, in step order.

@@ -97,11 +97,11 @@ def label_worker(worker_id: int, *, forward: bool) -> None:
     info = ThreadInfo(pid=os.getpid(), tid=threading.get_ident(), name=thread.name, worker=worker_id)
     cell = get_cell(None) or new_cell()
     root = NODES.roots[cell[0]]
-    mine = NODES.threads[root]
-    if (mine.pid, mine.tid) == (info.pid, info.tid):
+    mine = NODES.threads.get(root)
+    if mine is not None and (mine.pid, mine.tid) == (info.pid, info.tid):
         NODES.relabel(root, info)  # what this thread recorded before it knew is the worker's too
     else:
-        cell[:] = [NODES.root(info)]
+        cell[:] = [NODES.root(info), cell[1]]  # records start at the worker's root; the owner stays
     if forward:
         for registry in all_registries():
             registry.forward()

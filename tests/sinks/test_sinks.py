@@ -77,7 +77,9 @@ def test_wandb_gets_every_window_whatever_else_the_script_logs(
 ) -> None:
     for i in range(5):
         wandb_run.log({"loss": 1.0 / (i + 1)})  # W&B's own step is at 5 before our window 0
-    metrics = two_epochs(clock, reg, [WandbSink()])
+    sink = WandbSink()
+    metrics = two_epochs(clock, reg, [sink])
+    assert sink.flush()
     summary = wandb_run.summary
     assert summary["perf/window"] == 3
     assert summary["perf/train/steps"] == 2
@@ -129,8 +131,10 @@ def test_mlflow_gets_every_window_at_its_step_in_the_active_run(
 ) -> None:
     import mlflow
 
+    sink = MlflowSink()
     with mlflow.start_run() as active:
-        metrics = two_epochs(clock, reg, [MlflowSink()])
+        metrics = two_epochs(clock, reg, [sink])
+    assert sink.flush()  # the windows went out on the sink's own thread
     assert history(mlflow_uri, active.info.run_id, "perf/val/steps") == [(1, 2.0), (3, 2.0)]
     means = history(mlflow_uri, active.info.run_id, "perf/train/step_ms_mean")
     assert means == [(0, pytest.approx(metrics[0]["perf/train/step_ms_mean"])), (2, pytest.approx(3.0))]
@@ -141,7 +145,10 @@ def test_mlflow_to_a_given_run_and_server(mlflow_uri: str, clock: FakeClock, reg
 
     client = MlflowClient(mlflow_uri)
     run_id = client.create_run(client.get_experiment_by_name("perfkit").experiment_id).info.run_id
-    two_epochs(clock, reg, [MlflowSink(run_id=run_id, tracking_uri=mlflow_uri)])
+    sink = MlflowSink(run_id=run_id, tracking_uri=mlflow_uri)
+    two_epochs(clock, reg, [sink])
+    sink.close()
+    assert sink.background.lost == 0
     assert [s for s, _ in history(mlflow_uri, run_id, "perf/train/data_wait_fraction")] == [0, 2]
 
 

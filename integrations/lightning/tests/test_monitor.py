@@ -242,7 +242,22 @@ def test_non_numeric_tags_are_warned_about_once(tmp_path: Path) -> None:
         ({"phases": "train"}, TypeError, "phases must be a list"),
         ({"top_k_slowest": -1}, ValueError, "top_k_slowest must be an int >= 0, got -1"),
         ({"batch_size_fn": 3}, TypeError, "batch_size_fn must be callable or None, got 3"),
-        ({"sample_interval_s": 0}, ValueError, "sample_interval_s must be a number > 0, got 0"),
+        (
+            {"sample_interval_s": 0},
+            ValueError,
+            "sample_interval_s must be a finite number in (0, 3600], got 0",
+        ),
+        (
+            {"sample_interval_s": 1e4},
+            ValueError,
+            "sample_interval_s must be a finite number in (0, 3600], got 10000.0",
+        ),
+        (
+            {"sample_interval_s": float("inf")},
+            ValueError,
+            "sample_interval_s must be a finite number in (0, 3600], got inf",
+        ),
+        ({"run_dir": 5}, TypeError, "run_dir must be a path or None, got 5"),
         ({"prefix": ""}, ValueError, "prefix must be a non-empty str"),
         ({"registry": "default"}, TypeError, "registry must be a perfkit.Registry"),
     ],

@@ -164,15 +164,25 @@ def test_disabled_it_leaves_the_trainer(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"profile_steps": 0}, ValueError, r"active \(profile_steps\) must be an int >= 1, got 0"),
-        ({"warmup_steps": -1}, ValueError, "warmup must be an int >= 0, got -1"),
-        ({"repeat": 0}, ValueError, "repeat must be >= 1"),
+        (
+            {"profile_steps": 0},
+            ValueError,
+            r"active \(profile_steps\) must be an int in \[1, 1,000,000\], got 0",
+        ),
+        ({"warmup_steps": -1}, ValueError, r"warmup must be an int in \[0, 1,000,000\], got -1"),
+        ({"repeat": 0}, ValueError, r"repeat must be an int in \[1, 1,000\], got 0"),
+        ({"repeat": 10**8}, ValueError, r"repeat must be an int in \[1, 1,000\], got 100000000"),
         ({"profile_epochs": 1}, TypeError, "profile_epochs must be a list"),
         ({"profile_epochs": [-1]}, ValueError, "profile_epochs: epochs are ints >= 0, got -1"),
         ({"activities": ["tpu"]}, ValueError, "activities: unknown activity 'tpu'"),
         ({"phases": ["predict"]}, ValueError, "phases: unknown phase 'predict'"),
         ({"log_top_k_ops": 0}, ValueError, "log_top_k_ops must be an int >= 1, got 0"),
-        ({"max_trace_mb": 0}, ValueError, "max_trace_mb must be a number > 0, got 0"),
+        ({"max_trace_mb": 0}, ValueError, r"max_trace_mb must be a finite number in \(0, 100,000.0\], got 0"),
+        ({"max_trace_mb": float("nan")}, ValueError, r"max_trace_mb must be a finite number .*, got nan"),
+        ({"max_trace_mb": float("inf")}, ValueError, r"max_trace_mb must be a finite number .*, got inf"),
+        ({"activities": "cpu"}, TypeError, "activities must be a list such as"),
+        ({"activities": 5}, TypeError, "activities must be a list such as .* got 5"),
+        ({"output_dir": 5}, TypeError, "output_dir must be a non-empty path or None, got 5"),
     ],
 )
 def test_bad_arguments_fail_at_construction(

@@ -19,6 +19,7 @@ import perfkit
 from perfkit.findings import Case, Verdict, judge, write_diagnosis
 from perfkit.names import STAGES
 from perfkit.reports import summary_text
+from perfkit.resources import MAX_INTERVAL_S
 from perfkit.sinks import Sink, SinkFanout, check_sinks
 from perfkit.stages import StageWindow, cores_for_workers, stage_metrics
 
@@ -77,10 +78,15 @@ class PerfMonitor(PerfkitCallback):
             raise ValueError(f"top_k_slowest must be an int >= 0, got {top_k_slowest!r}")
         if batch_size_fn is not None and not callable(batch_size_fn):
             raise TypeError(f"batch_size_fn must be callable or None, got {batch_size_fn!r}")
-        if isinstance(sample_interval_s, bool) or not isinstance(sample_interval_s, (int, float)):
-            raise ValueError(f"sample_interval_s must be a number > 0, got {sample_interval_s!r}")
-        if not 0 < sample_interval_s < float("inf"):
-            raise ValueError(f"sample_interval_s must be a number > 0, got {sample_interval_s!r}")
+        if (
+            isinstance(sample_interval_s, bool)
+            or not isinstance(sample_interval_s, (int, float))
+            or not 0 < sample_interval_s <= MAX_INTERVAL_S  # NaN fails too
+        ):
+            limit = f"(0, {MAX_INTERVAL_S:g}]"
+            raise ValueError(
+                f"sample_interval_s must be a finite number in {limit}, got {sample_interval_s!r}"
+            )
         if run_dir is not None and not isinstance(run_dir, (str, Path)):
             raise TypeError(f"run_dir must be a path or None, got {run_dir!r}")
         if registry is not None and not isinstance(registry, perfkit.Registry):
