@@ -265,10 +265,10 @@ def test_collect_records_takes_each_forwarding_registry_once(clock: Any) -> None
     assert not [batch for key, batch in collect_records() if key == reg.key]
 
 
-@pytest.mark.parametrize(("bad", "error"), [([1, 2], TypeError), (None, TypeError)])
-def test_instrument_needs_a_dataloader(bad: object, error: type[Exception]) -> None:
-    with pytest.raises(error, match="loader must be a torch.utils.data.DataLoader"):
-        perfkit.torch.instrument(bad)  # type: ignore[arg-type]
+@pytest.mark.parametrize("bad", [None, 3.5, object()])
+def test_instrument_needs_a_loader(bad: object) -> None:
+    with pytest.raises(TypeError, match="loader must be a torch DataLoader .*, or any iterable; got"):
+        perfkit.torch.instrument(bad)
 
 
 def test_instrument_checks_name_and_registry() -> None:
