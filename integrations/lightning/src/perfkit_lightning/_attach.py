@@ -7,13 +7,12 @@ each W&B logger (as a ``wandb.Html`` panel) and each MLflow logger (as an artifa
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
 
-from perfkit import PerfkitWarning
+from ._console import warn
 
 
 def attach_report(trainer: Trainer, run_dir: Path) -> Path | None:
@@ -31,6 +30,6 @@ def attach_report(trainer: Trainer, run_dir: Path) -> Path | None:
             elif logger.run_id is not None:
                 logger.experiment.log_artifact(logger.run_id, str(path), "perfkit")
     except Exception as exc:  # the run's data are on disk whatever happens to its report
-        warnings.warn(f"perfkit: the run report was not attached: {exc!r}", PerfkitWarning, stacklevel=2)
+        warn(f"perfkit: the run report was not attached: {exc!r}")
         return None
     return path

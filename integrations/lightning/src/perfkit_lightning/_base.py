@@ -8,16 +8,14 @@ to the driver, which counts its samples once however many perfkit callbacks see 
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import lightning
 from lightning.pytorch import LightningModule, Trainer
 
 import perfkit
-from perfkit import PerfkitWarning
 
-from ._console import say
+from ._console import say, warn
 from ._driver import Driver, Member, attach
 
 _said_disabled = False
@@ -97,8 +95,4 @@ def _say_disabled() -> None:
 
 
 def _warn_missing(what: str) -> None:
-    warnings.warn(
-        f"perfkit: this Lightning ({lightning.__version__}) has no {what}; perfkit's stage metrics are off",
-        PerfkitWarning,
-        stacklevel=3,
-    )
+    warn(f"perfkit: this Lightning ({lightning.__version__}) has no {what}; perfkit's stage metrics are off")

@@ -16,8 +16,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import warnings
 
 from lightning.pytorch.utilities import rank_zero_only
+
+from perfkit import PerfkitWarning
 
 log = logging.getLogger("perfkit.lightning")
 fallback = logging.getLogger("lightning.pytorch.perfkit")
@@ -31,3 +34,11 @@ def say(text: str, level: int = logging.INFO) -> None:
     quiet = tqdm.tqdm.external_write_mode() if tqdm is not None else contextlib.nullcontext()
     with quiet:
         logger.log(level, text)
+
+
+def warn(message: str) -> None:
+    """A ``PerfkitWarning`` from inside a fit; where warnings are errors, logged instead (never raised)."""
+    try:
+        warnings.warn(message, PerfkitWarning, stacklevel=3)
+    except Exception:  # -W error: a warning must not stop training
+        (log if logging.getLogger().hasHandlers() else fallback).warning("%s", message)

@@ -29,6 +29,7 @@ from perfkit.stages import StageListener, StageRecorder, batch_size
 from ._hookclock import HookClock
 from ._lightning import Undo, check, eval_loops, wrap
 from ._loaders import hook_loaders
+from ._sinks import LoggerSink
 
 _DRIVERS: weakref.WeakKeyDictionary[Trainer, Driver] = weakref.WeakKeyDictionary()
 
@@ -62,6 +63,7 @@ class Driver:
             rank=trainer.global_rank,
         )
         self.writers: dict[Path, RunWriter] = {}
+        self._logger_sinks: list[LoggerSink] | None = None
         self._sampler: ResourceSampler | None = None
         self._undo: list[Undo] = []
         self._eval: list[str] = []  # evaluation stages running now, innermost last
@@ -91,6 +93,12 @@ class Driver:
             return False
         self.uninstall()
         return True
+
+    def logger_sinks(self) -> list[LoggerSink]:
+        """One sink per logger of the Trainer, shared by the callbacks (one background queue each)."""
+        if self._logger_sinks is None:
+            self._logger_sinks = [LoggerSink(logger) for logger in self.trainer.loggers]
+        return list(self._logger_sinks)
 
     def writer(self, path: Path, prefix: str) -> RunWriter:
         """The run directory writer for ``path`` (one per path, shared by the callbacks)."""
@@ -123,6 +131,8 @@ class Driver:
     def uninstall(self) -> None:
         for stage in ("sanity", "val", "test", "predict", "train"):
             self.recorder.discard(stage)  # an interrupted run: no collective, no window
+        for sink in self._logger_sinks or ():
+            sink.close()  # network loggers: a bounded flush, before the Trainer finalizes them
         while self._undo:
             self._undo.pop()()
         if self._sampler is not None:

@@ -11,7 +11,6 @@ loop's ``_data_source.dataloader``: the loaders are instrumented the moment they
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,10 +18,10 @@ from lightning.pytorch import Trainer
 from torch.utils.data import DataLoader
 
 import perfkit.torch
-from perfkit import PerfkitWarning
 from perfkit.names import loader_setup_series
 from perfkit.stages import StageRecorder
 
+from ._console import warn
 from ._lightning import Undo, data_sources
 
 _warned: set[str] = set()
@@ -31,7 +30,7 @@ _warned: set[str] = set()
 def _warn(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(message, PerfkitWarning, stacklevel=3)
+        warn(message)
 
 
 def hook_loaders(trainer: Trainer, recorder: StageRecorder) -> Undo:

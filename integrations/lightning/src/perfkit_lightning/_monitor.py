@@ -28,7 +28,6 @@ from ._base import PerfkitCallback
 from ._console import say
 from ._driver import Driver
 from ._lightning import log_step
-from ._sinks import LoggerSink
 
 PHASES = STAGES
 """The stages PerfMonitor can watch (the argument keeps its first users' name, ``phases``)."""
@@ -120,7 +119,7 @@ class PerfMonitor(PerfkitCallback):
 
     def joined(self, trainer: Trainer, pl_module: LightningModule, driver: Driver) -> None:
         self._trainer = trainer
-        sinks: list[Sink] = [LoggerSink(logger) for logger in trainer.loggers]
+        sinks: list[Sink] = [*driver.logger_sinks()]
         if self.save_run and trainer.is_global_zero:
             sinks.append(driver.writer(self.run_path(driver), self.prefix))
         self._fanout = SinkFanout([*sinks, *self.sinks])

@@ -21,7 +21,7 @@ from ._base import PerfkitCallback
 from ._console import say
 from ._driver import Driver
 from ._lightning import log_step
-from ._sinks import LoggerSink, log_to_loggers
+from ._sinks import log_to_loggers
 
 _MB = 1024 * 1024
 
@@ -40,7 +40,7 @@ class _Preset(PerfkitCallback):
 
     def joined(self, trainer: Trainer, pl_module: LightningModule, driver: Driver) -> None:
         self._trainer = trainer
-        self._fanout = SinkFanout([LoggerSink(logger) for logger in trainer.loggers])
+        self._fanout = SinkFanout(driver.logger_sinks())
 
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
         self._fanout = None

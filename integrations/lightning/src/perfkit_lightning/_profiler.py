@@ -25,7 +25,7 @@ from ._base import PerfkitCallback
 from ._console import say
 from ._driver import Driver
 from ._lightning import log_step, total_steps
-from ._sinks import LoggerSink, log_to_loggers
+from ._sinks import log_to_loggers
 
 PROFILED_PHASES = ("train", "val", "test")
 
@@ -118,7 +118,7 @@ class ProfilerCallback(PerfkitCallback):
         self.windows.output_dir = Path(self.output_dir) if self.output_dir is not None else run / "traces"
         self.windows.configure(module=pl_module, rank=trainer.global_rank, world=world_size())
         self._run = run
-        self._fanout = SinkFanout([LoggerSink(logger) for logger in trainer.loggers])
+        self._fanout = SinkFanout(driver.logger_sinks())
 
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
         self.windows.close()  # an interrupted fit still stops the profiler and writes its trace
