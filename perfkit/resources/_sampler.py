@@ -189,7 +189,8 @@ class ResourceSampler:
                 self._call(source, "open", source.open, active, quiet=(SourceUnavailable,))
                 active.append(source)
             except SourceUnavailable as exc:
-                log.info("perfkit: resource source %r is off: %s", source.name, exc)
+                level = logging.DEBUG if exc.expected else logging.INFO
+                log.log(level, "perfkit: resource source %r is off: %s", source.name, exc)
             except Exception:  # already warned about by _call
                 continue
 

@@ -27,6 +27,7 @@ _MEMORY = {  # gauge (by suffix) -> metric, each the peak over the window
     "process.rss_mb": "process_rss_peak_mb",
     "workers.rss_mb": "workers_rss_peak_mb",
     "workers.uss_mb": "workers_uss_peak_mb",
+    "workers.pss_mb": "workers_pss_peak_mb",
     "system.memory_percent": "system_memory_peak_percent",
 }
 

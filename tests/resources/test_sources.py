@@ -133,6 +133,9 @@ def test_process_source_measures_a_process_and_its_real_children() -> None:
     per_child = [values[f"worker{i}.rss_mb"] for i in range(3)]
     assert values["workers.rss_mb"] == pytest.approx(sum(per_child))
     assert 0 < values["system.memory_percent"] < 100
+    # what the workers cost on their own, beside their RSS (which counts shared pages too)
+    assert 0 < values["workers.uss_mb"] < values["workers.pss_mb"] < values["workers.rss_mb"]
+    assert values["workers.uss_mb"] == pytest.approx(sum(values[f"worker{i}.uss_mb"] for i in range(3)))
 
 
 class ChildExitsWhenRead:
@@ -194,3 +197,15 @@ def test_torch_cuda_source_resets_the_peak_after_each_reading() -> None:
     assert (first["cuda0.peak_allocated_mb"], second["cuda0.peak_allocated_mb"]) == (900.0, 300.0)
     assert first["cuda0.reserved_mb"] == 1024.0
     assert resets == [0, 0]
+
+
+def test_a_machine_without_an_nvidia_driver_says_so_only_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from perfkit import Registry, ResourceSampler
+
+    caplog.set_level(logging.DEBUG, logger="perfkit")
+    with ResourceSampler(0.05, registry=Registry(), sources=["nvml", "process"]):
+        pass
+    off = [r for r in caplog.records if "'nvml' is off" in r.getMessage()]
+    assert [r.levelno for r in off] == [logging.DEBUG]  # the real pynvml here: no driver at all
