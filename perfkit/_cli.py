@@ -109,7 +109,7 @@ def _report(args: argparse.Namespace) -> int:
     from .reports import write_html_report
 
     try:
-        path = write_html_report(args.run_dir, args.out)
+        path = write_html_report(find_run_dir(args.run_dir), args.out)
     except (ImportError, OSError, ValueError) as exc:  # matplotlib missing; not a run directory
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 2

@@ -111,3 +111,11 @@ def test_a_regression_must_exceed_the_noise(clock: FakeClock, reg: perfkit.Regis
     assert "REGRESSION" not in {v.kind for v in noisy.verdicts}
     grown = diagnose_windows([*windows[:2], windows[3]], cores=2)
     assert "REGRESSION" in {v.kind for v in grown.verdicts}
+
+
+def test_report_finds_the_run_in_a_loggers_version_directory(
+    tmp_path: Path, clock: FakeClock, reg: perfkit.Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synthetic_run(tmp_path / "version_0" / "perfkit", clock, reg)
+    assert main(["report", str(tmp_path / "version_0")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "version_0" / "perfkit" / "report.html")
