@@ -44,6 +44,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from ._accel import configure
+
 MAX_NODES = 200_000
 """Interned nodes per process; past it, new (parent, name) pairs become ``OVERFLOW``."""
 MAX_ROOTS = 4096
@@ -208,6 +210,7 @@ asyncio keeps no such table (3.14 moved it into the thread state), always non-em
 _table = getattr(tasks, "_current_tasks", None)
 if sys.version_info < (3, 14) and isinstance(_table, dict):
     RUNNING_TASKS = _table
+configure(cell_var=CELL, running_tasks=RUNNING_TASKS)
 
 
 def current_thread_info() -> ThreadInfo:

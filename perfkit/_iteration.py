@@ -14,8 +14,10 @@ and ``perfkit.window("train")`` meet the same series.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import Generic, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._accel import SPEEDUPS, configure
 from ._context import NODES, get_cell, new_cell
 from ._registry import DRAIN_AT, Registry, add_record, check_registry, current_registry
 from ._state import SWITCH
@@ -25,44 +27,29 @@ from .names import iter_series, loader_of, turn_series, wait_series
 T = TypeVar("T")
 
 
-class TimedIterator(Iterator[T], Generic[T]):
-    """The iterator ``timed_iter`` returns; ``close()`` records the last turn and closes the source."""
+class _PyIterCore:
+    """A timed iterator's fields and its ``__next__`` (compiled in ``_speedups`` where it is built,
+    which hands every case but the common one to this method)."""
 
     __slots__ = ("_it", "_last", "_registry", "_source", "_turn", "_turn_kids", "_wait", "_wait_kids", "name")
 
-    def __init__(self, iterable: Iterable[T], name: str, registry: Registry | None) -> None:
-        self.name = name
-        self._source = iterable
-        self._registry = registry
-        self._wait = wait_series(name)
-        self._turn = turn_series(name)
-        self._wait_kids = NODES.kids(self._wait)
-        self._turn_kids = NODES.kids(self._turn, overlay=True)
-        self._last: int | None = None
-        self._it: Iterator[T] = (
-            record_iter(lambda: iter(iterable), name, registry) if SWITCH.on else iter(iterable)
-        )
+    name: str
+    _it: Iterator[Any]
+    _last: int | None
+    _registry: Registry | None
+    _source: Iterable[Any]
+    _wait: str
+    _turn: str
+    _wait_kids: dict[int, int]
+    _turn_kids: dict[int, int]
 
-    @property
-    def wait_name(self) -> str:
-        """Series of the time each ``next()`` blocked."""
-        return self._wait
-
-    @property
-    def turn_name(self) -> str:
-        """Series of the time from one request for an item to the next."""
-        return self._turn
-
-    def __iter__(self) -> TimedIterator[T]:
-        return self
-
-    def __next__(self) -> T:
+    def __next__(self) -> Any:
         # The recording is inlined, as in timed's wrapper: a helper call would cost ~60 ns per item.
         if not SWITCH.on:
             self._last = None
             return next(self._it)
         if SWITCH.tracer is not None:  # inside a profiler window: the wait is a named range too
-            return record_wait(self._next_in_window, self.name, self._registry)
+            return record_wait(partial(_next_in_window, self), self.name, self._registry)
         reg = self._registry or current_registry()
         cell = get_cell(None) or new_cell()
         parent = cell[0]
@@ -74,7 +61,7 @@ class TimedIterator(Iterator[T], Generic[T]):
             item = next(self._it)
         except StopIteration:
             cell[0] = parent
-            self._end_turn(reg, parent, t0)
+            _end_turn(self, reg, parent, t0)
             raise
         except BaseException:
             cell[0] = parent
@@ -95,31 +82,70 @@ class TimedIterator(Iterator[T], Generic[T]):
             reg.drain()
         return item
 
-    def _next_in_window(self) -> T:
-        reg = self._registry or current_registry()
-        t0 = reg.clock()
-        try:
-            item = next(self._it)
-        except StopIteration:
-            self._end_turn(reg, (get_cell(None) or new_cell())[0], t0)
-            raise
-        if self._last is not None:
-            parent = (get_cell(None) or new_cell())[0]
-            add_record(reg, NODES.child(parent, self._turn, overlay=True), self._last, t0, failed=False)
-        self._last = t0
-        return item
 
-    def _end_turn(self, reg: Registry, parent: int, t_end: int) -> None:
-        if self._last is not None:
-            reg._buf += (NODES.child(parent, self._turn, overlay=True), self._last, t_end)
-            self._last = None
+def _next_in_window(it: _PyIterCore) -> Any:
+    reg = it._registry or current_registry()
+    t0 = reg.clock()
+    try:
+        item = next(it._it)
+    except StopIteration:
+        _end_turn(it, reg, (get_cell(None) or new_cell())[0], t0)
+        raise
+    if it._last is not None:
+        parent = (get_cell(None) or new_cell())[0]
+        add_record(reg, NODES.child(parent, it._turn, overlay=True), it._last, t0, failed=False)
+    it._last = t0
+    return item
+
+
+def _end_turn(it: _PyIterCore, reg: Registry, parent: int, t_end: int) -> None:
+    if it._last is not None:
+        reg._buf += (NODES.child(parent, it._turn, overlay=True), it._last, t_end)
+        it._last = None
+
+
+if TYPE_CHECKING:
+    _IterCore = _PyIterCore
+else:
+    _IterCore = _PyIterCore if SPEEDUPS is None else SPEEDUPS.IterCore
+configure(iter_next=_PyIterCore.__next__)
+
+
+class TimedIterator(_IterCore, Iterator[T], Generic[T]):
+    """The iterator ``timed_iter`` returns; ``close()`` records the last turn and closes the source."""
+
+    __slots__ = ()
+
+    def __init__(self, iterable: Iterable[T], name: str, registry: Registry | None) -> None:
+        self.name = name
+        self._source = iterable
+        self._registry = registry
+        self._wait = wait_series(name)
+        self._turn = turn_series(name)
+        self._wait_kids = NODES.kids(self._wait)
+        self._turn_kids = NODES.kids(self._turn, overlay=True)
+        self._last = None
+        self._it = record_iter(lambda: iter(iterable), name, registry) if SWITCH.on else iter(iterable)
+
+    @property
+    def wait_name(self) -> str:
+        """Series of the time each ``next()`` blocked."""
+        return self._wait
+
+    @property
+    def turn_name(self) -> str:
+        """Series of the time from one request for an item to the next."""
+        return self._turn
+
+    def __iter__(self) -> TimedIterator[T]:
+        return self
 
     def close(self) -> None:
         """Record the turn in progress (a loop that broke out early) and close the source."""
         if self._last is not None and SWITCH.on:
             reg = self._registry or current_registry()
             cell = get_cell(None) or new_cell()
-            self._end_turn(reg, cell[0], reg.clock())
+            _end_turn(self, reg, cell[0], reg.clock())
         self._last = None
         close = getattr(self._it, "close", None)
         if callable(close):

@@ -28,9 +28,11 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._accel import SPEEDUPS, configure
 from ._clock import Clock, monotonic_ns
 from ._context import NODES, OVERFLOW, get_cell, new_cell
 from ._gauges import GaugeRing
@@ -67,7 +69,31 @@ _BY_ID: weakref.WeakValueDictionary[int, Registry] = weakref.WeakValueDictionary
 _IDS = itertools.count(1)
 
 
-class Registry:
+class _PyRegistryCore:
+    """What every record touches: the pending records and the clock (in C where it is built, which
+    also keeps the records of its own entry points, as packed int64s that ``_take_raw`` hands over)."""
+
+    __slots__ = ("_buf", "clock")
+
+    _buf: list[int]
+    clock: Clock
+
+    def _take_raw(self) -> bytes:
+        return b""
+
+    @property
+    def pending(self) -> int:
+        """Records made and not yet drained."""
+        return len(self._buf) // 3
+
+
+if TYPE_CHECKING:
+    _RegistryCore = _PyRegistryCore
+else:
+    _RegistryCore = _PyRegistryCore if SPEEDUPS is None else SPEEDUPS.RegistryCore
+
+
+class Registry(_RegistryCore):
     """Bounded, thread-safe store of timing records.
 
     Each series (a name) keeps its newest ``capacity`` records (at most ``MAX_CAPACITY``) in a
@@ -86,7 +112,6 @@ class Registry:
 
     __slots__ = (
         "__weakref__",
-        "_buf",
         "_gauges",
         "_generation",
         "_gpu",
@@ -99,7 +124,6 @@ class Registry:
         "_rings",
         "_start_ns",
         "capacity",
-        "clock",
         "gpu_events",
         "max_series",
     )
@@ -120,11 +144,11 @@ class Registry:
             raise TypeError(f"gpu_events must be a callable returning CUDA events, got {gpu_events!r}")
         if clock is not None:
             check_time(clock(), "clock()")  # a clock of float seconds would make every record 0
-        self.clock: Clock = clock or monotonic_ns
+        self.clock = clock or monotonic_ns
         self.gpu_events = gpu_events
         """Makes the events of ``cuda=True`` sections; None means torch.cuda's when CUDA is available."""
         self._gpu = PendingGpu()
-        self._buf: list[int] = []
+        self._buf = []
         self._lock = threading.RLock()
         self._rings: dict[str, Ring] = {}
         self._nodes: dict[int, list[int]] = {}
@@ -200,7 +224,8 @@ class Registry:
                 buf += self._gpu.resolve(wait=wait_gpu)
             n = len(buf)
             n -= n % 3
-            if not n:
+            packed = self._take_raw()  # the compiled entry points' records
+            if not n and not packed:
                 return
             # Read then delete exactly n ints: appends racing with us land after them. A value
             # numpy cannot read (None, a str, 2**64) sends the batch down the slow path.
@@ -211,6 +236,9 @@ class Registry:
                 flat = np.array(good, dtype=np.int64)
                 self._lost.add(INVALID, bad)
             del buf[:n]
+            if packed:
+                made_here = np.frombuffer(packed, dtype=np.int64)
+                flat = _in_end_order(flat, made_here) if n else made_here
             arr = flat.reshape(-1, 3)
             raw = arr[:, 0]
             errors = raw < 0
@@ -422,6 +450,7 @@ class Registry:
         self._lock = threading.RLock()
         self._lost = Losses(self.max_series)
         self._buf.clear()
+        self._take_raw()
         self._mail = Mailbox()
         self._gpu = PendingGpu()
         self._rings.clear()
@@ -436,6 +465,14 @@ def check_registry(registry: object) -> Registry | None:
     if registry is not None and not isinstance(registry, Registry):
         raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
     return registry
+
+
+def _in_end_order(listed: I64, packed: I64) -> I64:
+    """Records of both paths in one batch, in the order they were made (by end: each is appended
+    when it ends), so that a series' ring keeps its newest and a window its own."""
+    both = np.concatenate((listed, packed)).reshape(-1, 3)
+    flat: I64 = both[np.argsort(both[:, 2], kind="stable")].reshape(-1)
+    return flat
 
 
 def add_record(reg: Registry, node: int, t0: int, t1: int, *, failed: bool) -> None:
@@ -456,6 +493,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 DEFAULT = Registry()
 _CURRENT: ContextVar[Registry] = ContextVar("perfkit_registry", default=DEFAULT)
 current_registry = _CURRENT.get
+configure(registry_var=_CURRENT, drain_at=DRAIN_AT, perf_counter=monotonic_ns)
 
 
 def registry_by_key(key: tuple[int, int]) -> Registry | None:

@@ -18,10 +18,12 @@ section nest under it and never into each other.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
+from ._accel import SPEEDUPS, configure
 from ._context import _CELLS, NODES, RUNNING_TASKS, get_cell, new_cell, own_cell
 from ._gpu_events import torch_events, warn_no_cuda
 from ._registry import DRAIN_AT, Registry, check_registry, current_registry
@@ -31,28 +33,20 @@ from ._validate import check_name
 from .names import gpu_series
 
 F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S", bound="_PySection")
 
 
-class Section:
-    """A named block timer; ``section(name)`` returns one. Use it with ``with`` or as a decorator.
-
-    The object holds no timing state: each ``with`` keeps its frame (parent, node, start, trace)
-    on the current context's cell, so one ``Section`` can be entered recursively and from
-    several threads at once, and ``section()`` can hand out a cached object instead of
-    building a new one per block.
-    """
+class _PySection:
+    """A section's fields and its ``with`` (compiled in ``_speedups`` where it is built, which hands
+    every case but the common one to these methods)."""
 
     __slots__ = ("_kids", "_registry", "name")
 
-    def __init__(self, name: str, registry: Registry | None) -> None:
-        self.name = name
-        self._registry = registry
-        self._kids = NODES.kids(name)
+    name: str
+    _registry: Registry | None
+    _kids: dict[int, int]
 
-    def __repr__(self) -> str:
-        return f"section({self.name!r})"
-
-    def __enter__(self) -> Section:
+    def __enter__(self: S) -> S:
         if not SWITCH.on:
             return self
         reg = self._registry or current_registry()
@@ -103,6 +97,33 @@ class Section:
         if len(buf) > DRAIN_AT:
             reg.drain()
 
+
+if TYPE_CHECKING:
+    _SectionCore = _PySection
+else:
+    _SectionCore = _PySection if SPEEDUPS is None else SPEEDUPS.SectionCore
+configure(section_enter=_PySection.__enter__, section_exit=_PySection.__exit__)
+
+
+class Section(_SectionCore):
+    """A named block timer; ``section(name)`` returns one. Use it with ``with`` or as a decorator.
+
+    The object holds no timing state: each ``with`` keeps its frame (parent, node, start, trace)
+    on the current context's cell, so one ``Section`` can be entered recursively and from
+    several threads at once, and ``section()`` can hand out a cached object instead of
+    building a new one per block.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str, registry: Registry | None) -> None:
+        self.name = name
+        self._registry = registry
+        self._kids = NODES.kids(name)
+
+    def __repr__(self) -> str:
+        return f"section({self.name!r})"
+
     _cuda: ClassVar[bool] = False
 
     def __call__(self, fn: F) -> F:
@@ -116,14 +137,15 @@ class CudaSection(Section):
     __slots__ = ()
     _cuda: ClassVar[bool] = True
 
-    def __enter__(self) -> Section:
+    def __enter__(self) -> CudaSection:
         if not SWITCH.on:
             return self
         reg = self._registry or current_registry()
         events = reg.gpu_events or torch_events()
         if events is None:
             warn_no_cuda(self.name)
-            return Section.__enter__(self)
+            Section.__enter__(self)
+            return self
         Section.__enter__(self)
         cell: list[Any] = get_cell(None) or new_cell()
         start = events()
@@ -147,7 +169,7 @@ class CudaSection(Section):
         reg._gpu.add(gpu_node, t0, start, end, exc_type is not None)
 
 
-def _frame_index(cell: list[Any], owner: Section) -> int | None:
+def _frame_index(cell: list[Any], owner: _PySection) -> int | None:
     """Where ``owner``'s innermost open frame is in ``cell`` (frames follow the node and owner)."""
     for i in range(len(cell) - 1, 1, -1):
         if cell[i][0] is owner:
@@ -155,7 +177,7 @@ def _frame_index(cell: list[Any], owner: Section) -> int | None:
     return None
 
 
-def _find_frame(cell: list[Any], owner: Section) -> tuple[Any, ...] | None:
+def _find_frame(cell: list[Any], owner: _PySection) -> tuple[Any, ...] | None:
     i = _frame_index(cell, owner)
     frame: tuple[Any, ...] | None = None if i is None else cell[i]
     return frame
@@ -166,7 +188,7 @@ def _now(frame: tuple[Any, ...]) -> int:
     return clock()
 
 
-def _pop_frame(cell: list[Any], owner: Section, index: int | None = None) -> tuple[Any, ...] | None:
+def _pop_frame(cell: list[Any], owner: _PySection, index: int | None = None) -> tuple[Any, ...] | None:
     i = _frame_index(cell, owner) if index is None else index
     if i is None:
         return None
@@ -179,7 +201,7 @@ def _pop_frame(cell: list[Any], owner: Section, index: int | None = None) -> tup
     return frame
 
 
-def _adopt_frame(owner: Section, cell: list[Any] | None) -> tuple[Any, ...] | None:
+def _adopt_frame(owner: _PySection, cell: list[Any] | None) -> tuple[Any, ...] | None:
     """``owner``'s frame from the cell of another thread or task: a generator suspended inside its
     section there and resumed here. Where several could be it, the frame of an ended thread or
     task is taken first, then the oldest; that cell's open node goes back to the frame's parent."""
@@ -250,3 +272,8 @@ def section(name: str, *, registry: Registry | None = None, cuda: bool = False) 
         else:
             _BY_REGISTRY.setdefault(registry, {})[name] = obj
     return obj
+
+
+if not TYPE_CHECKING and SPEEDUPS is not None:
+    # The common call, a name already cached, is answered in C from the same dictionaries.
+    section = functools.update_wrapper(SPEEDUPS.SectionLookup(_BY_NAME, _BY_REGISTRY, section), section)

@@ -12,10 +12,9 @@ names. Outside windows this costs one attribute read per call.
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
-_FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
+from ._accel import SPEEDUPS, configure, env_flag
 
 
 class Tracer(Protocol):
@@ -26,6 +25,8 @@ class Tracer(Protocol):
 
 
 class _Switch:
+    """The switch of the pure-Python path (the compiled one reads a C struct with these fields)."""
+
     __slots__ = ("on", "tracer")
 
     def __init__(self, on: bool) -> None:
@@ -33,11 +34,8 @@ class _Switch:
         self.tracer: Tracer | None = None
 
 
-def _env_disabled() -> bool:
-    return os.environ.get("PERFKIT_DISABLED", "").strip().lower() not in _FALSE_WORDS
-
-
-SWITCH = _Switch(on=not _env_disabled())
+SWITCH: _Switch = (SPEEDUPS.Switch if SPEEDUPS is not None else _Switch)(on=not env_flag("PERFKIT_DISABLED"))
+configure(switch=SWITCH)
 
 
 def enable() -> None:

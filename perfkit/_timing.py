@@ -20,6 +20,7 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
+from ._accel import SPEEDUPS
 from ._context import CELL, NODES, get_cell, new_cell, owner
 from ._cuda import wrap_cuda_function
 from ._registry import DRAIN_AT, Registry, add_record, check_registry, current_registry
@@ -149,7 +150,11 @@ def _wrap_function(fn: Callable[..., R], name: str, registry: Registry | None) -
             reg.drain()
         return result
 
-    return timed_call
+    if SPEEDUPS is None:
+        return timed_call
+    # The compiled wrapper takes the common call and hands every other one to timed_call.
+    compiled: Callable[..., R] = SPEEDUPS.TimedFunction(fn, name, registry, kids, timed_call)
+    return compiled
 
 
 def _traced_call(fn: Callable[..., R], name: str, registry: Registry | None, args: Any, kwargs: Any) -> R:
