@@ -1,4 +1,5 @@
-# make test: set up .venv if needed, then ruff, mypy --strict and pytest.
+# make test: set up .venv if needed, then ruff, mypy --strict and pytest, once on the compiled hot
+#            path (where a C compiler built it at install) and once on the pure-Python one.
 # make demo: set up .venv if needed, then run the OCR demo (examples/ocr_dbnet).
 PYTHON ?= python3
 # torch comes first and pinned: a bare "torch" requirement would pull a multi-GB CUDA build.
@@ -12,7 +13,7 @@ STAMP := $(VENV)/.perfkit-installed
 
 .PHONY: test lint typecheck unit demo bench clean
 
-$(STAMP): pyproject.toml integrations/lightning/pyproject.toml examples/requirements.txt
+$(STAMP): pyproject.toml setup.py perfkit/_speedups.c integrations/lightning/pyproject.toml examples/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) "$(TORCH)"
@@ -29,7 +30,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
+	$(BIN)/python -m perfkit --version
 	$(BIN)/python -m pytest
+	PERFKIT_PURE=1 $(BIN)/python -m pytest
 
 demo: $(STAMP)
 	$(BIN)/python -m examples.ocr_dbnet

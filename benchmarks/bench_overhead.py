@@ -1,14 +1,17 @@
 """Overhead of perfkit's entry points against a floor and other timing tools, in one run.
 
-    python benchmarks/bench_overhead.py            # the full table (about a minute)
+    python benchmarks/bench_overhead.py            # the full table (about three minutes)
+    python benchmarks/bench_overhead.py --both     # then again on the pure-Python path
     python benchmarks/bench_overhead.py --quick    # a smoke run with few calls
 
 Every row is nanoseconds per call *over a bare call* of the same empty function
-(or per item over a bare ``for`` loop), the best of several interleaved rounds,
-and the same figure as a multiple of the floor: two ``time.perf_counter_ns()``
-calls and a store into a preallocated list, written inline. Two reference rows
-show what any Python decorator or ``with`` statement costs before it does
-anything, which bounds how close to the floor a Python entry point can get.
+(or per item over a bare ``for`` loop), the median of interleaved rounds, and the
+same figure as a multiple of the floor: two ``time.perf_counter_ns()`` calls and a
+store into a preallocated list, written inline. The reference rows show what any
+Python decorator or ``with`` statement costs before it does anything. The disabled
+rows run in the same rounds, perfkit switched off around them: compare them with
+the pass-through decorator and the empty ``with``. The first line says which hot
+path ran (compiled, or pure Python: ``PERFKIT_PURE=1``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import statistics
+import subprocess
 import sys
 import threading
 import tracemalloc
@@ -24,6 +30,7 @@ from time import perf_counter_ns
 from typing import Any
 
 import perfkit
+from perfkit._accel import HOT_PATH
 
 Loop = Callable[[int], None]
 
@@ -197,7 +204,8 @@ def _others() -> dict[str, tuple[Loop, str]]:
     return rows
 
 
-def disabled_rows(n: int, rounds: int) -> dict[str, float]:
+def disabled_rows() -> dict[str, tuple[Loop, str]]:
+    """The entry points again, to be timed with perfkit switched off."""
     reg = perfkit.Registry()
     timed = perfkit.timed("off", registry=reg)(noop)
     section = perfkit.section
@@ -207,36 +215,37 @@ def disabled_rows(n: int, rounds: int) -> dict[str, float]:
             with section("off", registry=reg):
                 noop()
 
-    loops = {
-        "perfkit @timed, disabled": call_loop(timed),
-        "perfkit section, disabled": section_loop,
-        "perfkit timed_iter, disabled (per item)": iter_loop(
-            lambda xs: perfkit.timed_iter(xs, "off", registry=reg)
+    return {
+        "perfkit @timed, disabled": (call_loop(timed), "call"),
+        "perfkit section, disabled": (section_loop, "call"),
+        "perfkit timed_iter, disabled (per item)": (
+            iter_loop(lambda xs: perfkit.timed_iter(xs, "off", registry=reg)),
+            "iter",
         ),
     }
-    perfkit.disable()
-    try:
-        return {name: min(timed_loop(loop, n) for _ in range(rounds)) for name, loop in loops.items()}
-    finally:
-        perfkit.enable()
 
 
 def measure(n: int, rounds: int) -> tuple[dict[str, float], float]:
     rows = candidates()
+    off = disabled_rows()
     bare = {"call": call_loop(noop), "iter": iter_loop(lambda xs: xs)}
-    samples: dict[str, list[float]] = {name: [] for name in rows}
+    samples: dict[str, list[float]] = {name: [] for name in [*rows, *off]}
     base: dict[str, list[float]] = {"call": [], "iter": []}
     for _ in range(rounds):  # interleaved, so drift on a shared machine hits every row alike
         for kind, loop in bare.items():
             base[kind].append(timed_loop(loop, n))
         for name, (loop, _) in rows.items():
             samples[name].append(timed_loop(loop, n))
-    best_base = {kind: min(v) for kind, v in base.items()}
-    over = {name: min(samples[name]) - best_base[kind] for name, (_, kind) in rows.items()}
-    for name, value in disabled_rows(n, rounds).items():
-        kind = "iter" if "per item" in name else "call"
-        over[name] = value - best_base[kind]
-    return over, best_base["call"]
+        perfkit.disable()
+        try:
+            for name, (loop, _) in off.items():
+                samples[name].append(timed_loop(loop, n))
+        finally:
+            perfkit.enable()
+    middle = {kind: statistics.median(v) for kind, v in base.items()}
+    kinds = {name: kind for name, (_, kind) in [*rows.items(), *off.items()]}
+    over = {name: statistics.median(values) - middle[kinds[name]] for name, values in samples.items()}
+    return over, middle["call"]
 
 
 def threads_check(per_thread: int) -> dict[str, float]:
@@ -291,13 +300,19 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="few calls: check that it runs, not a measurement"
     )
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--both", action="store_true", help="then run again on the pure-Python path (PERFKIT_PURE=1)"
+    )
     args = parser.parse_args(argv)
     n, rounds, per_thread, records = (
         (2_000, 2, 2_000, 20_000) if args.quick else (200_000, 7, 200_000, 10_000_000)
     )
     over, bare_call = measure(n, rounds)
     floor = over["floor: 2x perf_counter_ns + list store"]
-    print(f"python {sys.version.split()[0]}, bare call {bare_call:.0f} ns, floor {floor:.0f} ns over bare\n")
+    print(
+        f"python {sys.version.split()[0]}, hot path: {HOT_PATH}; bare call {bare_call:.0f} ns, "
+        f"floor {floor:.0f} ns over bare; medians of {rounds} interleaved rounds\n"
+    )
     print(render(over, floor))
     threads = threads_check(per_thread)
     multi, single = threads["four_thread_rate_per_s"], threads["single_rate_per_s"]
@@ -313,8 +328,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
-                {"floor_ns": floor, "over_ns": over, "threads": threads, "memory": memory}, fh, indent=2
+                {
+                    "hot_path": HOT_PATH,
+                    "floor_ns": floor,
+                    "over_ns": over,
+                    "threads": threads,
+                    "memory": memory,
+                },
+                fh,
+                indent=2,
             )
+    if args.both and "PERFKIT_PURE" not in os.environ:
+        print("\n" + "-" * 80 + "\n")
+        again = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--both"]
+        if args.json:
+            again[again.index(args.json)] = args.json.replace(".json", "") + ".pure.json"
+        subprocess.run(
+            [sys.executable, __file__, *again], env={**os.environ, "PERFKIT_PURE": "1"}, check=True
+        )
     return 0
 
 

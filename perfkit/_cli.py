@@ -170,8 +170,9 @@ def find_run_dir(path: str) -> Path:
 
 def _version() -> str:
     from . import __version__
+    from ._accel import HOT_PATH
 
-    return f"perfkit {__version__}"
+    return f"perfkit {__version__}, hot path: {HOT_PATH}"
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:

@@ -468,10 +468,19 @@ def check_registry(registry: object) -> Registry | None:
 
 
 def _in_end_order(listed: I64, packed: I64) -> I64:
-    """Records of both paths in one batch, in the order they were made (by end: each is appended
-    when it ends), so that a series' ring keeps its newest and a window its own."""
-    both = np.concatenate((listed, packed)).reshape(-1, 3)
-    flat: I64 = both[np.argsort(both[:, 2], kind="stable")].reshape(-1)
+    """The records of both paths in one batch, as the pure-Python path would have them: in the order
+    they were made. Each part is in that order already (a record is appended when it ends); they
+    interleave by end, and each keeps its own order even where its ends are not monotonic (a
+    ``record()`` of a measurement made earlier)."""
+    a, b = listed.reshape(-1, 3), packed.reshape(-1, 3)
+    at = np.searchsorted(np.maximum.accumulate(b[:, 2]), np.maximum.accumulate(a[:, 2]), side="right")
+    at += np.arange(len(a))  # where each listed record lands among all
+    out = np.empty((len(a) + len(b), 3), dtype=np.int64)
+    from_a = np.zeros(len(out), dtype=np.bool_)
+    from_a[at] = True
+    out[at] = a
+    out[~from_a] = b
+    flat: I64 = out.reshape(-1)
     return flat
 
 

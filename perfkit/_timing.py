@@ -68,7 +68,7 @@ def timed(
     (9, 1)
     """
     check_registry(registry)
-    if callable(fn_or_name):
+    if callable(fn_or_name) or isinstance(fn_or_name, (staticmethod, classmethod)):
         if name is not None:
             check_name(name)
         return _decorate(fn_or_name, name, registry, cuda)
@@ -132,7 +132,10 @@ def _wrap_function(fn: Callable[..., R], name: str, registry: Registry | None) -
         reg = registry or current_registry()
         cell = get_cell(None) or new_cell()
         parent = cell[0]
-        node = kids.get(parent) or child(parent, name)
+        try:
+            node = kids[parent]  # a subscript: cheaper than .get() when it hits, as it nearly always does
+        except KeyError:
+            node = child(parent, name)
         cell[0] = node
         clock = reg.clock
         t0 = clock()

@@ -1,0 +1,221 @@
+"""What each step of a ``@timed`` call costs on the pure-Python path: a profile by construction.
+
+    python benchmarks/bench_hot_path_parts.py          # about a minute
+
+Runs on the pure-Python path (it sets ``PERFKIT_PURE=1`` for itself). Builds the wrapper up one
+step at a time (each row adds one step to the row above: the switch, the registry lookup, the
+context's cell, the node lookup, the clock reads, the append) and times every row in the same
+interleaved rounds, median over rounds, in ns over a bare call. The last row is perfkit's own
+wrapper; its difference to the row above is the drain's share (turning pending records into
+numpy columns), timed alone at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from time import perf_counter_ns
+from typing import Any
+
+os.environ["PERFKIT_PURE"] = "1"
+
+import perfkit
+from perfkit._context import NODES, get_cell, new_cell
+from perfkit._registry import current_registry
+from perfkit._state import SWITCH
+
+Fn = Callable[[], None]
+
+
+def noop() -> None:
+    pass
+
+
+def steps(reg: perfkit.Registry) -> dict[str, Fn]:
+    name = "parts"
+    kids = NODES.kids(name)
+    child = NODES.child
+    switch = SWITCH
+    registry = None
+
+    def passthrough(*args: Any, **kwargs: Any) -> None:
+        return noop(*args, **kwargs)
+
+    def with_switch(*args: Any, **kwargs: Any) -> None:
+        if not switch.on:
+            return noop(*args, **kwargs)
+        if switch.tracer is not None:
+            return None
+        return noop(*args, **kwargs)
+
+    def with_registry(*args: Any, **kwargs: Any) -> None:
+        if not switch.on:
+            return noop(*args, **kwargs)
+        if switch.tracer is not None:
+            return None
+        reg = registry or current_registry()
+        clock = reg.clock
+        del clock
+        return noop(*args, **kwargs)
+
+    def with_cell(*args: Any, **kwargs: Any) -> None:
+        if not switch.on:
+            return noop(*args, **kwargs)
+        if switch.tracer is not None:
+            return None
+        reg = registry or current_registry()
+        clock = reg.clock
+        del clock
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        del parent
+        return noop(*args, **kwargs)
+
+    def with_node(*args: Any, **kwargs: Any) -> None:
+        if not switch.on:
+            return noop(*args, **kwargs)
+        if switch.tracer is not None:
+            return None
+        reg = registry or current_registry()
+        clock = reg.clock
+        del clock
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        node = kids.get(parent) or child(parent, name)
+        cell[0] = node
+        try:
+            result = noop(*args, **kwargs)
+        except BaseException:
+            cell[0] = parent
+            raise
+        cell[0] = parent
+        return result
+
+    def with_clock(*args: Any, **kwargs: Any) -> None:
+        if not switch.on:
+            return noop(*args, **kwargs)
+        if switch.tracer is not None:
+            return None
+        reg = registry or current_registry()
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        node = kids.get(parent) or child(parent, name)
+        cell[0] = node
+        clock = reg.clock
+        t0 = clock()
+        try:
+            result = noop(*args, **kwargs)
+        except BaseException:
+            cell[0] = parent
+            raise
+        t1 = clock()
+        cell[0] = parent
+        del t0, t1
+        return result
+
+    sink: list[int] = []
+
+    def with_append(*args: Any, **kwargs: Any) -> None:
+        if not switch.on:
+            return noop(*args, **kwargs)
+        if switch.tracer is not None:
+            return None
+        reg = registry or current_registry()
+        cell = get_cell(None) or new_cell()
+        parent = cell[0]
+        node = kids.get(parent) or child(parent, name)
+        cell[0] = node
+        clock = reg.clock
+        t0 = clock()
+        try:
+            result = noop(*args, **kwargs)
+        except BaseException:
+            cell[0] = parent
+            raise
+        t1 = clock()
+        cell[0] = parent
+        buf = sink
+        buf += (node, t0, t1)
+        if len(buf) > 3 * 4096:
+            buf.clear()  # what the drain would take: not done here
+        return result
+
+    with perfkit.use_registry(reg):
+        pass
+    return {
+        "a pass-through decorator": passthrough,
+        "+ the on/off switch and the tracer check": with_switch,
+        "+ the registry lookup (a ContextVar)": with_registry,
+        "+ the context's cell (a ContextVar)": with_cell,
+        "+ the node lookup, set and restore": with_node,
+        "+ two clock reads": with_clock,
+        "+ the append of three ints": with_append,
+        "perfkit @timed, pure Python (+ the drain's share)": perfkit.timed(name)(noop),
+    }
+
+
+def loop(fn: Fn) -> Callable[[int], None]:
+    def run(n: int) -> None:
+        for _ in range(n):
+            fn()
+
+    return run
+
+
+def per_call(run: Callable[[int], None], n: int) -> float:
+    gc.collect()
+    t0 = perf_counter_ns()
+    run(n)
+    return (perf_counter_ns() - t0) / n
+
+
+def drain_per_record(make: Fn, reg: perfkit.Registry, records: int, rounds: int) -> float:
+    """ns per record of ``reg.drain()`` after ``records`` calls of ``make`` (one series)."""
+    out = []
+    for _ in range(rounds):
+        reg.drain()
+        for _ in range(records):
+            make()
+        t0 = perf_counter_ns()
+        reg.drain()
+        out.append((perf_counter_ns() - t0) / records)
+    return statistics.median(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few calls: check that it runs")
+    args = parser.parse_args(argv)
+    n, rounds = (2_000, 2) if args.quick else (200_000, 9)
+    reg = perfkit.Registry(capacity=10_000)
+    with perfkit.use_registry(reg):
+        rows = {name: loop(fn) for name, fn in steps(reg).items()}
+        bare = loop(noop)
+        samples: dict[str, list[float]] = {name: [] for name in rows}
+        base: list[float] = []
+        for _ in range(rounds):
+            base.append(per_call(bare, n))
+            for name, run in rows.items():
+                samples[name].append(per_call(run, n))
+    floor = statistics.median(base)
+    print(
+        f"python {sys.version.split()[0]}, bare call {floor:.0f} ns; ns over a bare call, median of {rounds}"
+    )
+    previous = 0.0
+    for name, values in samples.items():
+        ns = statistics.median(values) - floor
+        print(f"{name:<55}{ns:>8.0f}{ns - previous:>+9.0f}")
+        previous = ns
+    records = 4096
+    timed = perfkit.timed("drain", registry=reg)(noop)
+    per_record = drain_per_record(timed, reg, records, rounds)
+    print(f"{'the drain alone, per record (batches of 4,096)':<55}{per_record:>8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
