@@ -38,7 +38,7 @@ demo: $(STAMP)
 	$(BIN)/python -m examples.ocr_dbnet
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_overhead.py
+	$(BIN)/python benchmarks/bench_overhead.py --both
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,13 +1,15 @@
 """What each step of a ``@timed`` call costs on the pure-Python path: a profile by construction.
 
-    python benchmarks/bench_hot_path_parts.py          # about a minute
+    python benchmarks/bench_hot_path_parts.py              # about a minute
+    python benchmarks/bench_hot_path_parts.py --compiled   # the compiled @timed and its drain
 
 Runs on the pure-Python path (it sets ``PERFKIT_PURE=1`` for itself). Builds the wrapper up one
 step at a time (each row adds one step to the row above: the switch, the registry lookup, the
 context's cell, the node lookup, the clock reads, the append) and times every row in the same
 interleaved rounds, median over rounds, in ns over a bare call. The last row is perfkit's own
 wrapper; its difference to the row above is the drain's share (turning pending records into
-numpy columns), timed alone at the end.
+numpy columns), timed alone at the end. With ``--compiled``: the compiled ``@timed`` and the
+drain of its records (packed int64, no Python ints to convert).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
-os.environ["PERFKIT_PURE"] = "1"
+os.environ["PERFKIT_PURE"] = "0" if "--compiled" in sys.argv else "1"
 
 import perfkit
+from perfkit._accel import HOT_PATH
 from perfkit._context import NODES, get_cell, new_cell
 from perfkit._registry import current_registry
 from perfkit._state import SWITCH
@@ -189,11 +192,16 @@ def drain_per_record(make: Fn, reg: perfkit.Registry, records: int, rounds: int)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few calls: check that it runs")
+    parser.add_argument("--compiled", action="store_true", help="time the compiled path instead")
     args = parser.parse_args(argv)
     n, rounds = (2_000, 2) if args.quick else (200_000, 9)
     reg = perfkit.Registry(capacity=10_000)
     with perfkit.use_registry(reg):
-        rows = {name: loop(fn) for name, fn in steps(reg).items()}
+        parts = steps(reg)
+        if args.compiled:
+            parts = {"a pass-through decorator": parts["a pass-through decorator"]}
+            parts["perfkit @timed, compiled (+ the drain's share)"] = perfkit.timed("parts")(noop)
+        rows = {name: loop(fn) for name, fn in parts.items()}
         bare = loop(noop)
         samples: dict[str, list[float]] = {name: [] for name in rows}
         base: list[float] = []
@@ -203,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
                 samples[name].append(per_call(run, n))
     floor = statistics.median(base)
     print(
-        f"python {sys.version.split()[0]}, bare call {floor:.0f} ns; ns over a bare call, median of {rounds}"
+        f"python {sys.version.split()[0]}, hot path: {HOT_PATH}; bare call {floor:.0f} ns; "
+        f"ns over a bare call, median of {rounds}"
     )
+
     previous = 0.0
     for name, values in samples.items():
         ns = statistics.median(values) - floor
