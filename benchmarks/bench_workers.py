@@ -10,17 +10,20 @@ drain. Both are per record over a bare call, best of 5 rounds, in the same run.
 
 Part 2 runs a real DataLoader (2 fork workers) whose ``__getitem__`` makes 200
 records per item, with and without ``perfkit.torch.instrument``: the difference
-per batch is what handing the records over costs end to end. Part 3 does the same
-for torchdata.nodes pipelines (a ParallelMapper with 2 process workers, then 2
-thread workers), when torchdata is installed.
+per batch is what handing the records over costs end to end: the two loaders take
+turns, one epoch each, and the medians are compared. Part 3 does the same for
+torchdata.nodes pipelines (a ParallelMapper with 2 process workers, then 2 thread
+workers), when torchdata is installed.
 """
 
 from __future__ import annotations
 
 import argparse
 import pickle
+import statistics
 import sys
 import time
+from collections.abc import Iterable
 from time import perf_counter_ns
 
 import torch
@@ -80,21 +83,30 @@ class Items(Dataset[torch.Tensor]):
         return torch.zeros(8)
 
 
-def epoch_s(instrumented: bool) -> float:
-    loader = DataLoader(
-        Items(), batch_size=8, num_workers=2, multiprocessing_context="fork", persistent_workers=True
-    )
-    if instrumented:
-        perfkit.torch.instrument(loader, "bench")
-    for _ in loader:  # start the workers
-        pass
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in loader:
+def loader_pair() -> tuple[Iterable[object], Iterable[object]]:
+    """Two DataLoaders (2 fork workers, kept between epochs): as they are, and instrumented."""
+
+    def make() -> DataLoader[torch.Tensor]:
+        return DataLoader(
+            Items(), batch_size=8, num_workers=2, multiprocessing_context="fork", persistent_workers=True
+        )
+
+    return make(), perfkit.torch.instrument(make(), "bench")
+
+
+def epochs_s(plain: Iterable[object], shipped: Iterable[object], rounds: int) -> tuple[float, float]:
+    """Median epoch time of each loader over interleaved rounds, after one warm-up epoch each."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for loader in (plain, shipped):
+        for _ in loader:  # start the workers
             pass
-        best = min(best, time.perf_counter() - t0)
-    return best
+    for _ in range(rounds):
+        for loader, out in zip((plain, shipped), times, strict=True):
+            t0 = time.perf_counter()
+            for _ in loader:
+                pass
+            out.append(time.perf_counter() - t0)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def work(i: int) -> torch.Tensor:
@@ -105,27 +117,23 @@ def work(i: int) -> torch.Tensor:
     return torch.zeros(8)
 
 
-def nodes_epoch_s(method: str, instrumented: bool) -> float:
+def nodes_pair(method: str) -> tuple[Iterable[object], Iterable[object]]:
+    """Two torchdata.nodes pipelines (a ParallelMapper, 2 workers): as they are, and instrumented."""
     from torchdata.nodes import Batcher, IterableWrapper, Loader, ParallelMapper
 
-    mapper = ParallelMapper(
-        IterableWrapper(range(256)), work, num_workers=2, method=method, multiprocessing_context="fork"
-    )  # type: ignore[arg-type]
-    loader = Loader(Batcher(mapper, batch_size=8))
-    if instrumented:
-        perfkit.torch.instrument(loader, "bench")
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in loader:
-            pass
-        best = min(best, time.perf_counter() - t0)
-    return best
+    def make() -> Loader[object]:
+        mapper = ParallelMapper(
+            IterableWrapper(range(256)), work, num_workers=2, method=method, multiprocessing_context="fork"
+        )  # type: ignore[arg-type]
+        return Loader(Batcher(mapper, batch_size=8))
+
+    return make(), perfkit.torch.instrument(make(), "bench")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved epochs of each loader")
     args = parser.parse_args(argv)
     main_ns, worker_ns, receive_ns, total_ns = per_record_ns(args.records)
     rows = [
@@ -137,11 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     print("per record, ns over a bare call (best of 5 rounds)")
     for label, ns in rows:
         print(f"  {label:<60}{ns:8.0f}  ({ns / main_ns:.2f}x the main-process record)")
-    plain, shipped = epoch_s(False), epoch_s(True)
+    plain, shipped = epochs_s(*loader_pair(), args.rounds)
     batches, records = 256 // 8, 256 * 200
     extra = shipped - plain
     print(
-        f"\nDataLoader, 2 fork workers, {records:,} records per epoch in {batches} batches: "
+        f"\nmedian epoch of {args.rounds} interleaved rounds\n"
+        f"DataLoader, 2 fork workers, {records:,} records per epoch in {batches} batches: "
         f"{plain * 1e3:.1f} ms without handing records over, {shipped * 1e3:.1f} ms with "
         f"({extra / batches * 1e3:+.2f} ms per batch, {extra / records * 1e9:+.0f} ns per record)"
     )
@@ -151,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\ntorchdata is not installed: no torchdata.nodes rows")
         return 0
     for method in ("process", "thread"):
-        plain, shipped = nodes_epoch_s(method, False), nodes_epoch_s(method, True)
+        plain, shipped = epochs_s(*nodes_pair(method), args.rounds)
         extra = shipped - plain
         print(
             f"torchdata.nodes ParallelMapper, 2 {method} workers, {records:,} records per epoch: "

@@ -95,7 +95,7 @@ class Verdict:
     def line(self) -> str:
         """The verdict in one line: kind, share, message, and what to do."""
         where = f"{self.share:.0%} of {self.stage} epoch {self.epoch}"
-        return f"{self.kind} ({where}): {self.message}. {self.action}"
+        return f"{self.kind} ({where}): {self.message} -> {self.action}"
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ def summary_text(
         head += f" ({ratio:.1f}x training's time per sample)"
     lines = [head]
     if verdict is not None:
-        lines.append(f"  verdict  {verdict.kind} ({verdict.share:.0%}): {verdict.message}. {verdict.action}")
+        lines.append(
+            f"  verdict  {verdict.kind} ({verdict.share:.0%}): {verdict.message} -> {verdict.action}"
+        )
     lines.append("  time     " + _account_line(window))
     if steps:
         lines.append(

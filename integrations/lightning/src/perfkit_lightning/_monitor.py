@@ -130,8 +130,12 @@ class PerfMonitor(PerfkitCallback):
             driver.writer(path, self.prefix).finish(driver.registry.snapshot())
             diagnosis = write_diagnosis(path)  # verdicts.json, ranked over the whole run
             if diagnosis is not None and diagnosis.top is not None and self.console:
-                ranked = [f"  {i}. {v.line}" for i, v in enumerate(diagnosis.verdicts[:3], 1)]
-                say("\n".join([f"[perfkit] {diagnosis.top.line}", *ranked, f"  (perfkit summary {path})"]))
+                ranked = [
+                    f"  {i}. {v.run_share:.0%} of the run: {v.line}"
+                    for i, v in enumerate(diagnosis.verdicts[:3], 1)
+                ]
+                head = "[perfkit] the run's verdicts, ranked by the share of its time they explain:"
+                say("\n".join([head, *ranked, f"  (all of them: perfkit summary {path})"]))
             if self.attach_report:
                 attach_report(trainer, path)
         self._flush()
