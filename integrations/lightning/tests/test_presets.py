@@ -125,6 +125,7 @@ def test_disabled_presets_do_nothing(tmp_path: Path) -> None:
             {"memory_probes": {"dataset": 12}},
             "memory_probes\\['dataset'\\] must be a callable",
         ),
+        (ThroughputMonitorCallback, {"memory_probes": 5}, "memory_probes must be a mapping .* got 5"),
     ],
 )
 def test_bad_arguments_fail_at_construction(cls: Any, kwargs: dict[str, Any], message: str) -> None:

@@ -171,6 +171,10 @@ class ThroughputMonitorCallback(_Preset):
         self.log_interval = _check_interval(log_interval)
         self.track_memory = track_memory
         self.track_timing = track_timing
+        if memory_probes is not None and not isinstance(memory_probes, Mapping):
+            raise TypeError(
+                f"memory_probes must be a mapping of name -> callable returning bytes, got {memory_probes!r}"
+            )
         probes = dict(memory_probes or {})
         for name, probe in probes.items():
             if not callable(probe):
