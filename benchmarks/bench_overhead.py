@@ -30,7 +30,6 @@ from time import perf_counter_ns
 from typing import Any
 
 import perfkit
-from perfkit._accel import HOT_PATH
 
 Loop = Callable[[int], None]
 
@@ -310,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     over, bare_call = measure(n, rounds)
     floor = over["floor: 2x perf_counter_ns + list store"]
     print(
-        f"python {sys.version.split()[0]}, hot path: {HOT_PATH}; bare call {bare_call:.0f} ns, "
+        f"python {sys.version.split()[0]}, hot path: {perfkit.hot_path()}; bare call {bare_call:.0f} ns, "
         f"floor {floor:.0f} ns over bare; medians of {rounds} interleaved rounds\n"
     )
     print(render(over, floor))
@@ -329,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as fh:
             json.dump(
                 {
-                    "hot_path": HOT_PATH,
+                    "hot_path": perfkit.hot_path(),
                     "floor_ns": floor,
                     "over_ns": over,
                     "threads": threads,

@@ -20,6 +20,7 @@ and their account), ``perfkit.run`` (script windows, the run directory), ``perfk
 profiler windows), and ``perfkit.names`` (the names of every series and mark).
 """
 
+from ._accel import hot_path
 from ._api import cursor, reset, snapshot
 from ._chrome import write_chrome_trace
 from ._iteration import timed_iter
@@ -48,6 +49,7 @@ __all__ = [
     "disable",
     "enable",
     "get_registry",
+    "hot_path",
     "is_enabled",
     "report",
     "reset",

@@ -45,3 +45,14 @@ def configure(**objects: object) -> None:
     its own (the switch, the context variables, the Python fallbacks). A no-op on the pure path."""
     if SPEEDUPS is not None:
         SPEEDUPS.configure(**objects)
+
+
+def hot_path() -> str:
+    """Which hot path records here, and why: the compiled one (built at install where a C compiler
+    was present), or pure Python (none was, or ``PERFKIT_PURE`` is set). Both record the same.
+
+    >>> import perfkit
+    >>> perfkit.hot_path().startswith(("compiled", "pure Python"))
+    True
+    """
+    return HOT_PATH

@@ -169,10 +169,9 @@ def find_run_dir(path: str) -> Path:
 
 
 def _version() -> str:
-    from . import __version__
-    from ._accel import HOT_PATH
+    from . import __version__, hot_path
 
-    return f"perfkit {__version__}, hot path: {HOT_PATH}"
+    return f"perfkit {__version__}, hot path: {hot_path()}"
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:

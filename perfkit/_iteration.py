@@ -54,9 +54,9 @@ class _PyIterCore:
         cell = get_cell(None) or new_cell()
         parent = cell[0]
         node = self._wait_kids.get(parent) or NODES.child(parent, self._wait)
-        cell[0] = node
         clock = reg.clock
         t0 = clock()
+        cell[0] = node
         try:
             item = next(self._it)
         except StopIteration:
@@ -65,10 +65,10 @@ class _PyIterCore:
             raise
         except BaseException:
             cell[0] = parent
-            reg._buf += (~node, t0, clock())
+            add_record(reg, node, t0, clock(), failed=True)
             raise
-        t1 = clock()
         cell[0] = parent
+        t1 = clock()
         buf = reg._buf
         last = self._last
         if last is None:

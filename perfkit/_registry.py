@@ -71,15 +71,22 @@ _IDS = itertools.count(1)
 
 class _PyRegistryCore:
     """What every record touches: the pending records and the clock (in C where it is built, which
-    also keeps the records of its own entry points, as packed int64s that ``_take_raw`` hands over)."""
+    also keeps its own entry points' records, packed)."""
 
     __slots__ = ("_buf", "clock")
 
     _buf: list[int]
     clock: Clock
 
-    def _take_raw(self) -> bytes:
-        return b""
+    def _take_pending(self) -> tuple[list[int], bytes, bytes]:
+        """Every pending record, taken at one instant: the listed ints; the packed records (int64
+        node, start, end) and their marks (int64 packed index, records listed from then on): none on
+        this path."""
+        buf = self._buf
+        n = len(buf) - len(buf) % 3
+        listed = buf[:n]
+        del buf[:n]  # exactly those: appends racing with us land after them
+        return listed, b"", b""
 
     @property
     def pending(self) -> int:
@@ -219,26 +226,22 @@ class Registry(_RegistryCore):
         with self._lock:
             if self._mail.inbox:
                 self._receive()
-            buf = self._buf
             if self._gpu.items:
-                buf += self._gpu.resolve(wait=wait_gpu)
-            n = len(buf)
-            n -= n % 3
-            packed = self._take_raw()  # the compiled entry points' records
-            if not n and not packed:
+                self._buf += self._gpu.resolve(wait=wait_gpu)
+            listed, packed, marks = self._take_pending()
+            if not listed and not packed:
                 return
-            # Read then delete exactly n ints: appends racing with us land after them. A value
-            # numpy cannot read (None, a str, 2**64) sends the batch down the slow path.
+            # A value numpy cannot read (None, a str, 2**64) sends the batch down the slow path.
             try:
-                flat = np.fromiter(buf, dtype=np.int64, count=n)
+                flat = np.fromiter(listed, dtype=np.int64, count=len(listed))
             except (TypeError, ValueError, OverflowError):
-                good, bad = salvage(buf[:n])
+                good, bad = salvage(listed)
                 flat = np.array(good, dtype=np.int64)
                 self._lost.add(INVALID, bad)
-            del buf[:n]
             if packed:
-                made_here = np.frombuffer(packed, dtype=np.int64)
-                flat = _in_end_order(flat, made_here) if n else made_here
+                flat = _merged(
+                    flat, np.frombuffer(packed, dtype=np.int64), np.frombuffer(marks, dtype=np.int64)
+                )
             arr = flat.reshape(-1, 3)
             raw = arr[:, 0]
             errors = raw < 0
@@ -449,8 +452,7 @@ class Registry(_RegistryCore):
         # The child starts clean: the parent's records are the parent's to report.
         self._lock = threading.RLock()
         self._lost = Losses(self.max_series)
-        self._buf.clear()
-        self._take_raw()
+        self._take_pending()
         self._mail = Mailbox()
         self._gpu = PendingGpu()
         self._rings.clear()
@@ -467,20 +469,19 @@ def check_registry(registry: object) -> Registry | None:
     return registry
 
 
-def _in_end_order(listed: I64, packed: I64) -> I64:
-    """The records of both paths in one batch, as the pure-Python path would have them: in the order
-    they were made. Each part is in that order already (a record is appended when it ends); they
-    interleave by end, and each keeps its own order even where its ends are not monotonic (a
-    ``record()`` of a measurement made earlier)."""
-    a, b = listed.reshape(-1, 3), packed.reshape(-1, 3)
-    at = np.searchsorted(np.maximum.accumulate(b[:, 2]), np.maximum.accumulate(a[:, 2]), side="right")
-    at += np.arange(len(a))  # where each listed record lands among all
-    out = np.empty((len(a) + len(b), 3), dtype=np.int64)
-    from_a = np.zeros(len(out), dtype=np.bool_)
-    from_a[at] = True
-    out[at] = a
-    out[~from_a] = b
-    flat: I64 = out.reshape(-1)
+def _merged(listed: I64, packed: I64, marks: I64) -> I64:
+    """The records of both paths in the order they were made. A mark (packed index, listed count)
+    says that the packed records from that index on were made after that many listed ones; packed
+    records before the first mark came before every listed one. (After a salvage dropped listed
+    records with times that were not ints, the places are approximate.)"""
+    if not len(marks):
+        first: I64 = np.concatenate((packed, listed))
+        return first
+    rows, made = listed.reshape(-1, 3), packed.reshape(-1, 3)
+    starts, counts = marks[0::2], marks[1::2]
+    k = np.searchsorted(starts, np.arange(len(made)), side="right") - 1
+    at = np.minimum(np.where(k >= 0, counts[np.maximum(k, 0)], 0), len(rows))
+    flat: I64 = np.insert(rows, at, made, axis=0).reshape(-1)
     return flat
 
 

@@ -57,10 +57,11 @@ class _PySection:
             cell = own_cell(cell)
         parent = cell[0]
         node = self._kids.get(parent) or NODES.child(parent, self.name)
-        cell[0] = node
         tracer = SWITCH.tracer
         trace = None if tracer is None else (tracer, tracer.begin(self.name))
-        cell.append((self, parent, node, reg, reg.clock(), trace, None))
+        t0 = reg.clock()  # before the cell changes: a clock that raises leaves it as it was
+        cell[0] = node
+        cell.append((self, parent, node, reg, t0, trace, None))
         return self
 
     def __exit__(
@@ -71,8 +72,8 @@ class _PySection:
             frame = cell.pop()
             if frame[0] is self:
                 _, parent, node, reg, t0, trace, _ = frame
-                t1 = reg.clock()
                 cell[0] = parent
+                t1 = reg.clock()
             else:
                 cell.append(frame)
                 # A generator suspended inside a section of its own can leave its frame above
@@ -123,6 +124,10 @@ class Section(_SectionCore):
 
     def __repr__(self) -> str:
         return f"section({self.name!r})"
+
+    def __reduce__(self) -> tuple[Callable[..., Section], tuple[str, Registry | None, bool]]:
+        # By name: the copy in another process (a spawn-started worker) interns its nodes there.
+        return (_section_again, (self.name, self._registry, self._cuda))
 
     _cuda: ClassVar[bool] = False
 
@@ -218,6 +223,10 @@ def _adopt_frame(owner: _PySection, cell: list[Any] | None) -> tuple[Any, ...] |
     if frame is not None and other[0] == frame[2]:
         other[0] = frame[1]
     return frame
+
+
+def _section_again(name: str, registry: Registry | None, cuda: bool) -> Section:
+    return section(name, registry=registry, cuda=cuda)
 
 
 _CACHE: dict[tuple[str, Registry | None, bool], Section] = {}

@@ -1,18 +1,23 @@
-/* perfkit's compiled hot path: @timed's call, a section's enter and exit, timed_iter's next.
+/* perfkit's compiled hot path: @timed's call, a section's enter and exit, section()'s cache lookup,
+ * timed_iter's next.
  *
  * Optional. perfkit builds it at install time where a C compiler is present and runs the same
  * code in pure Python where not (or with PERFKIT_PURE=1); the test suite runs against both.
  *
- * Each entry point here does only the common case, and does it exactly as the Python code does:
- * the switch is on, no profiler window is open, the registry is a Registry, the context has its
- * cell, and the node for (open node, name) is already interned. Anything else (the first call in
- * a thread, a new call path, a profiler window, a section left open by a suspended generator) is
+ * Each entry point here does only the common case, and does it as the Python code does: the
+ * switch is on, no profiler window is open, the registry is a Registry, the context has its cell,
+ * and the node for (open node, name) is already interned. Anything else (the first call in a
+ * thread, a new call path, a profiler window, a section left open by a suspended generator) is
  * handed whole, before any side effect, to the pure-Python code of the same entry point, which
  * this module is given by configure(). So there is one implementation of every rare path, and
- * the compiled one can only differ from it in speed.
+ * the compiled one differs from it only in speed.
  *
- * The records written are the Python ones: three ints per record (node, or ~node for a call that
- * raised; start; end) appended to the registry's list, with the drain called past DRAIN_AT.
+ * Records are the Python path's: node (or ~node for a call that raised), start, end. They are kept
+ * as packed int64 in the registry's C base (no Python int made, none converted at the drain),
+ * with a note, whenever it has changed, of how many records the Python path's list held; the drain
+ * takes both in one call and puts every packed record back among the listed ones where it was
+ * made. So the records reach the rings in the order they were made, as on the Python path alone.
+ * The drain is called past DRAIN_AT pending ints, after a call that raised too.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,17 +37,72 @@ static Py_ssize_t g_drain_at = -1;
 static int g_ready; /* every field above is set: until then every call takes the Python path */
 static PyObject *g_str_drain;
 
+/* ---------------------------------------------------------------- errors */
+
+/* An exception raised while another was being handled (the clock or the drain failing after the
+ * timed code raised): raise the new one with the old as its __context__, as Python would. Takes
+ * the old one's references. */
+static void raise_in_context(PyObject *type, PyObject *value, PyObject *tb) {
+    PyObject *new_type, *new_value, *new_tb;
+    PyErr_Fetch(&new_type, &new_value, &new_tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyErr_NormalizeException(&new_type, &new_value, &new_tb);
+    if (value != NULL && tb != NULL) PyException_SetTraceback(value, tb);
+    if (new_value != NULL && value != NULL && new_value != value) {
+        PyException_SetContext(new_value, value); /* steals value */
+        value = NULL;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    PyErr_Restore(new_type, new_value, new_tb);
+}
+
+static int refuse_delete(PyObject *value, const char *name) {
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "%s cannot be deleted", name);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- Switch */
 
 typedef struct {
     PyObject_HEAD
     char on;
-    PyObject *tracer;
+    PyObject *tracer; /* NULL or None: no profiler window */
 } SwitchObject;
 
-static PyMemberDef switch_members[] = {
-    {"on", T_BOOL, offsetof(SwitchObject, on), 0, "Whether entry points record."},
-    {"tracer", T_OBJECT, offsetof(SwitchObject, tracer), 0, "The profiler window's tracer, or None."},
+static PyObject *switch_get_on(SwitchObject *self, void *Py_UNUSED(closure)) {
+    return PyBool_FromLong(self->on);
+}
+
+static int switch_set_on(SwitchObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (refuse_delete(value, "on") < 0) return -1;
+    int on = PyObject_IsTrue(value);
+    if (on < 0) return -1;
+    self->on = (char)on;
+    return 0;
+}
+
+static PyObject *switch_get_tracer(SwitchObject *self, void *Py_UNUSED(closure)) {
+    PyObject *tracer = self->tracer ? self->tracer : Py_None;
+    Py_INCREF(tracer);
+    return tracer;
+}
+
+static int switch_set_tracer(SwitchObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (refuse_delete(value, "tracer") < 0) return -1;
+    Py_INCREF(value);
+    Py_XSETREF(self->tracer, value);
+    return 0;
+}
+
+static PyGetSetDef switch_getset[] = {
+    {"on", (getter)switch_get_on, (setter)switch_set_on, "Whether entry points record.", NULL},
+    {"tracer", (getter)switch_get_tracer, (setter)switch_set_tracer, "The profiler window's tracer, or None.",
+     NULL},
     {NULL},
 };
 
@@ -81,52 +141,108 @@ static PyTypeObject SwitchType = {
     .tp_traverse = (traverseproc)switch_traverse,
     .tp_clear = (inquiry)switch_clear,
     .tp_dealloc = (destructor)switch_dealloc,
-    .tp_members = switch_members,
+    .tp_getset = switch_getset,
 };
+
+static inline int switch_on(void) {
+    return ((SwitchObject *)g_switch)->on;
+}
+
+/* No profiler window is open (its tracer would make each record a named range of the trace too). */
+static inline int no_tracer(void) {
+    PyObject *t = ((SwitchObject *)g_switch)->tracer;
+    return t == NULL || t == Py_None;
+}
 
 /* ---------------------------------------------------------------- RegistryCore */
 
-/* The fields of a Registry that every record touches. Records made here go to `raw`, three C int64
- * each, with no Python int made or converted: the drain takes them as one bytes object. A record
- * whose clock value is not an int64 (a clock that misbehaves) goes to `buf` as the Python path's
- * do, where the drain finds it and counts it as invalid. */
+/* The fields of a Registry that every record touches. `_buf` is always a list and `clock` always
+ * a callable once set: neither can be deleted, so a record never finds them missing. */
 typedef struct {
     PyObject_HEAD
     PyObject *buf;   /* pending records of the Python path: node, start, end, ... */
     PyObject *clock; /* returns int nanoseconds */
-    long long *raw;  /* pending records of the compiled path */
+    long long *raw;  /* pending records made here: node, start, end, ... */
     Py_ssize_t raw_len, raw_cap;
+    long long *marks; /* (packed record index, records in buf from then on), each time that count changed */
+    Py_ssize_t marks_len, marks_cap;
+    long long listed; /* records in buf as of the last mark */
 } CoreObject;
 
-static PyMemberDef core_members[] = {
-    {"_buf", T_OBJECT_EX, offsetof(CoreObject, buf), 0, "Pending records of the Python path, three ints each."},
-    {"clock", T_OBJECT_EX, offsetof(CoreObject, clock), 0, "The registry's clock (int nanoseconds)."},
-    {NULL},
-};
+static PyObject *core_get_buf(CoreObject *self, void *Py_UNUSED(closure)) {
+    if (self->buf == NULL) return PyErr_Format(PyExc_AttributeError, "_buf is not set yet");
+    Py_INCREF(self->buf);
+    return self->buf;
+}
 
-static int raw_add(CoreObject *reg, long long node, long long t0, long long t1) {
-    if (reg->raw_len + 3 > reg->raw_cap) {
-        Py_ssize_t cap = reg->raw_cap ? 2 * reg->raw_cap : 3 * 1024;
-        long long *raw = PyMem_Realloc(reg->raw, (size_t)cap * sizeof(long long));
-        if (raw == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        reg->raw = raw;
-        reg->raw_cap = cap;
+static int core_set_buf(CoreObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (refuse_delete(value, "_buf") < 0) return -1;
+    if (!PyList_CheckExact(value)) {
+        PyErr_Format(PyExc_TypeError, "_buf must be a list, got %R", value);
+        return -1;
     }
-    long long *at = reg->raw + reg->raw_len;
-    at[0] = node;
-    at[1] = t0;
-    at[2] = t1;
-    reg->raw_len += 3;
+    Py_INCREF(value);
+    Py_XSETREF(self->buf, value);
     return 0;
 }
 
-static PyObject *core_take_raw(CoreObject *self, PyObject *Py_UNUSED(ignored)) {
-    PyObject *out = PyBytes_FromStringAndSize((const char *)self->raw, self->raw_len * (Py_ssize_t)sizeof(long long));
-    if (out == NULL) return NULL;
-    self->raw_len = 0;
+static PyObject *core_get_clock(CoreObject *self, void *Py_UNUSED(closure)) {
+    if (self->clock == NULL) return PyErr_Format(PyExc_AttributeError, "clock is not set yet");
+    Py_INCREF(self->clock);
+    return self->clock;
+}
+
+static int core_set_clock(CoreObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (refuse_delete(value, "clock") < 0) return -1;
+    if (!PyCallable_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "clock must be a callable returning nanoseconds, got %R", value);
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->clock, value);
+    return 0;
+}
+
+/* Room for `more` int64 in a growable array (doubling from 3072). */
+static int reserve(long long **data, Py_ssize_t *cap, Py_ssize_t len, Py_ssize_t more) {
+    if (len + more <= *cap) return 0;
+    Py_ssize_t grown = *cap ? *cap : 3 * 1024;
+    while (grown < len + more) grown *= 2;
+    long long *moved = PyMem_Realloc(*data, (size_t)grown * sizeof(long long));
+    if (moved == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = moved;
+    *cap = grown;
+    return 0;
+}
+
+static PyObject *as_bytes(const long long *data, Py_ssize_t len) {
+    return PyBytes_FromStringAndSize((const char *)data, len * (Py_ssize_t)sizeof(long long));
+}
+
+/* Everything pending, taken at one instant: (the listed records, as a list of ints; the packed ones
+ * and their marks, as bytes of int64: node, start, end each; record index, records listed from then
+ * on, each). */
+static PyObject *core_take_pending(CoreObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->buf == NULL) return PyErr_Format(PyExc_AttributeError, "_buf is not set yet");
+    Py_ssize_t len = PyList_GET_SIZE(self->buf);
+    Py_ssize_t n = len - len % 3;
+    PyObject *listed = PyList_GetSlice(self->buf, 0, n);
+    PyObject *packed = as_bytes(self->raw, self->raw_len);
+    PyObject *marks = as_bytes(self->marks, self->marks_len);
+    /* `listed` holds the items, so cutting them from the list frees nothing and runs no Python code */
+    PyObject *out = listed && packed && marks ? PyTuple_Pack(3, listed, packed, marks) : NULL;
+    Py_XDECREF(listed);
+    Py_XDECREF(packed);
+    Py_XDECREF(marks);
+    if (out == NULL || PyList_SetSlice(self->buf, 0, n, NULL) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    self->raw_len = self->marks_len = 0;
+    self->listed = 0; /* what is left of the list is less than a record */
     if (self->raw_cap > 3 * 65536) { /* a burst grew it: give the memory back */
         PyMem_Free(self->raw);
         self->raw = NULL;
@@ -136,16 +252,21 @@ static PyObject *core_take_raw(CoreObject *self, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *core_pending(CoreObject *self, void *Py_UNUSED(closure)) {
-    return PyLong_FromSsize_t(self->raw_len / 3 + (self->buf && PyList_Check(self->buf) ? PyList_GET_SIZE(self->buf) / 3 : 0));
+    Py_ssize_t listed = self->buf ? PyList_GET_SIZE(self->buf) : 0;
+    return PyLong_FromSsize_t(self->raw_len / 3 + listed / 3);
 }
 
 static PyMethodDef core_methods[] = {
-    {"_take_raw", (PyCFunction)core_take_raw, METH_NOARGS,
-     "The compiled path's pending records as bytes (int64 node, start, end each), now forgotten here."},
+    {"_take_pending", (PyCFunction)core_take_pending, METH_NOARGS,
+     "Every pending record, taken at one instant: (listed ints, packed int64 node/start/end, marks: "
+     "packed index/records listed from then on)."},
     {NULL},
 };
 
 static PyGetSetDef core_getset[] = {
+    {"_buf", (getter)core_get_buf, (setter)core_set_buf, "Pending records of the Python path, three ints each.",
+     NULL},
+    {"clock", (getter)core_get_clock, (setter)core_set_clock, "The registry's clock (int nanoseconds).", NULL},
     {"pending", (getter)core_pending, NULL, "Records made and not yet drained.", NULL},
     {NULL},
 };
@@ -166,6 +287,7 @@ static void core_dealloc(CoreObject *self) {
     PyObject_GC_UnTrack(self);
     core_clear(self);
     PyMem_Free(self->raw);
+    PyMem_Free(self->marks);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -179,25 +301,14 @@ static PyTypeObject CoreType = {
     .tp_traverse = (traverseproc)core_traverse,
     .tp_clear = (inquiry)core_clear,
     .tp_dealloc = (destructor)core_dealloc,
-    .tp_members = core_members,
     .tp_methods = core_methods,
     .tp_getset = core_getset,
 };
 
 /* ---------------------------------------------------------------- shared steps */
 
-static inline int switch_on(void) {
-    return ((SwitchObject *)g_switch)->on;
-}
-
-/* No profiler window is open (its tracer would make each record a named range of the trace too). */
-static inline int no_tracer(void) {
-    PyObject *t = ((SwitchObject *)g_switch)->tracer;
-    return t == NULL || t == Py_None;
-}
-
 /* The registry an entry point records into (new reference), or NULL (no error set) when it is not a
- * Registry: the Python path then says what is wrong. */
+ * Registry ready to record: the Python path then says what is wrong. */
 static PyObject *registry_of(PyObject *given) {
     PyObject *reg;
     if (given != NULL && given != Py_None) {
@@ -208,8 +319,7 @@ static PyObject *registry_of(PyObject *given) {
         return NULL;
     }
     CoreObject *core = (CoreObject *)reg;
-    if (!PyObject_TypeCheck(reg, &CoreType) || core->buf == NULL || !PyList_CheckExact(core->buf)
-        || core->clock == NULL) {
+    if (!PyObject_TypeCheck(reg, &CoreType) || core->buf == NULL || core->clock == NULL) {
         Py_DECREF(reg);
         return NULL;
     }
@@ -294,23 +404,72 @@ static inline PyObject *stamp_object(const Stamp *s) {
     return PyLong_FromLongLong(s->ns);
 }
 
-/* Record (node or ~node, t0, t1): raw when both times are int64, else on the Python path's list. */
-static int add_record(CoreObject *reg, PyObject *node, int failed, const Stamp *t0, const Stamp *t1) {
-    if (t0->odd == NULL && t1->odd == NULL) {
-        long long n = PyLong_AsLongLong(node);
-        if (n == -1 && PyErr_Occurred()) return -1;
-        return raw_add(reg, failed ? ~n : n, t0->ns, t1->ns);
+static inline void stamp_clear(Stamp *s) {
+    Py_CLEAR(s->odd);
+}
+
+typedef struct {
+    PyObject *node;
+    int failed;
+    const Stamp *t0, *t1;
+} Record;
+
+/* Append records, all or none: packed where every time is an int64, else on the list (a clock
+ * that misbehaves: the drain checks and counts such records). */
+static int add_records(CoreObject *reg, const Record *recs, int n) {
+    int packed = 1;
+    long long nodes[2];
+    for (int i = 0; i < n; i++) {
+        packed = packed && recs[i].t0->odd == NULL && recs[i].t1->odd == NULL;
+        nodes[i] = PyLong_AsLongLong(recs[i].node);
+        if (nodes[i] == -1 && PyErr_Occurred()) return -1;
     }
-    PyObject *head = failed ? PyNumber_Invert(node) : (Py_INCREF(node), node);
-    PyObject *a = stamp_object(t0), *b = stamp_object(t1);
-    int rc = -1;
-    if (head != NULL && a != NULL && b != NULL && PyList_Append(reg->buf, head) == 0
-        && PyList_Append(reg->buf, a) == 0 && PyList_Append(reg->buf, b) == 0)
-        rc = 0;
-    Py_XDECREF(head);
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    return rc;
+    if (packed) {
+        long long listed = (long long)(PyList_GET_SIZE(reg->buf) / 3);
+        int mark = listed != reg->listed;
+        if (reserve(&reg->raw, &reg->raw_cap, reg->raw_len, 3 * n) < 0
+            || (mark && reserve(&reg->marks, &reg->marks_cap, reg->marks_len, 2) < 0))
+            return -1;
+        if (mark) { /* the Python path appended since: the records from here on come after those */
+            reg->marks[reg->marks_len++] = (long long)(reg->raw_len / 3);
+            reg->marks[reg->marks_len++] = listed;
+            reg->listed = listed;
+        }
+        long long *at = reg->raw + reg->raw_len;
+        for (int i = 0; i < n; i++, at += 3) {
+            at[0] = recs[i].failed ? ~nodes[i] : nodes[i];
+            at[1] = recs[i].t0->ns;
+            at[2] = recs[i].t1->ns;
+        }
+        reg->raw_len += 3 * n;
+        return 0;
+    }
+    /* Appended one by one (list.append is far cheaper than an extend), all or none: on a failure the
+     * list is cut back to where it was. No Python code runs in between, so no other thread appends. */
+    PyObject *buf = reg->buf;
+    Py_ssize_t before = PyList_GET_SIZE(buf);
+    for (int i = 0; i < n; i++) {
+        PyObject *head = recs[i].failed ? PyLong_FromLongLong(~nodes[i]) : (Py_INCREF(recs[i].node), recs[i].node);
+        PyObject *t0 = stamp_object(recs[i].t0), *t1 = stamp_object(recs[i].t1);
+        int ok = head != NULL && t0 != NULL && t1 != NULL && PyList_Append(buf, head) == 0
+                 && PyList_Append(buf, t0) == 0 && PyList_Append(buf, t1) == 0;
+        Py_XDECREF(head);
+        Py_XDECREF(t0);
+        Py_XDECREF(t1);
+        if (!ok) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyList_SetSlice(buf, before, PyList_GET_SIZE(buf), NULL);
+            PyErr_Restore(type, value, tb);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static inline int add_record(CoreObject *reg, PyObject *node, int failed, const Stamp *t0, const Stamp *t1) {
+    Record rec = {node, failed, t0, t1};
+    return add_records(reg, &rec, 1);
 }
 
 static int drain_if_full(CoreObject *reg) {
@@ -320,6 +479,23 @@ static int drain_if_full(CoreObject *reg) {
         Py_DECREF(r);
     }
     return 0;
+}
+
+/* After the timed code raised (its exception fetched into type/value/tb): record the failure, read
+ * the clock, drain if full; then raise the code's exception again, or, if one of those failed, its
+ * error in the context of the code's exception. */
+static void record_failure(CoreObject *reg, PyObject *node, const Stamp *t0, PyObject *type, PyObject *value,
+                           PyObject *tb) {
+    Stamp t1;
+    int ok = stamp_now(reg, &t1) == 0;
+    if (ok) {
+        ok = add_record(reg, node, 1, t0, &t1) == 0 && drain_if_full(reg) == 0;
+        stamp_clear(&t1);
+    }
+    if (ok)
+        PyErr_Restore(type, value, tb);
+    else
+        raise_in_context(type, value, tb);
 }
 
 /* ---------------------------------------------------------------- TimedFunction (@timed) */
@@ -363,27 +539,18 @@ static PyObject *timed_vectorcall(PyObject *callable, PyObject *const *args, siz
     if (stamp_now(core, &t0) == 0) {
         set_open(cell, node);
         result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+        set_open(cell, parent);
         if (result == NULL) {
-            /* Record the failed call, keeping the function's exception as the one raised. */
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
-            int ok = stamp_now(core, &t1) == 0;
-            set_open(cell, parent);
-            if (ok && add_record(core, node, 1, &t0, &t1) == 0) {
-                PyErr_Restore(type, value, tb);
-            } else {
-                Py_XDECREF(type);
-                Py_XDECREF(value);
-                Py_XDECREF(tb);
-            }
-            if (ok) Py_XDECREF(t1.odd);
+            record_failure(core, node, &t0, type, value, tb);
+        } else if (stamp_now(core, &t1) < 0) {
+            Py_CLEAR(result);
         } else {
-            int ok = stamp_now(core, &t1) == 0;
-            set_open(cell, parent);
-            if (!ok || add_record(core, node, 0, &t0, &t1) < 0 || drain_if_full(core) < 0) Py_CLEAR(result);
-            if (ok) Py_XDECREF(t1.odd);
+            if (add_record(core, node, 0, &t0, &t1) < 0 || drain_if_full(core) < 0) Py_CLEAR(result);
+            stamp_clear(&t1);
         }
-        Py_XDECREF(t0.odd);
+        stamp_clear(&t0);
     }
     Py_DECREF(node);
     Py_DECREF(parent);
@@ -454,26 +621,25 @@ static PyObject *timed_descr_get(PyObject *self, PyObject *obj, PyObject *type) 
     return PyMethod_New(self, obj);
 }
 
-static PyObject *dict_attr(TimedObject *self, const char *name) {
+/* The wrapper's __qualname__ (a new reference; update_wrapper put it in the instance dict), or NULL. */
+static PyObject *qualname_of(TimedObject *self) {
     if (self->dict == NULL) return NULL;
-    PyObject *value = PyDict_GetItemString(self->dict, name);
+    PyObject *value = PyDict_GetItemString(self->dict, "__qualname__");
+    Py_XINCREF(value);
     return value;
 }
 
 static PyObject *timed_repr(TimedObject *self) {
-    PyObject *qualname = dict_attr(self, "__qualname__");
-    if (qualname == NULL) qualname = self->name;
-    return PyUnicode_FromFormat("<timed function %S at %p>", qualname, self);
+    PyObject *qualname = qualname_of(self);
+    PyObject *out = PyUnicode_FromFormat("<timed function %S at %p>", qualname ? qualname : self->name, self);
+    Py_XDECREF(qualname);
+    return out;
 }
 
 /* Pickled by reference, as functions are: a spawn-started DataLoader worker imports it anew. */
 static PyObject *timed_reduce(TimedObject *self, PyObject *Py_UNUSED(ignored)) {
-    PyObject *qualname = dict_attr(self, "__qualname__");
-    if (qualname == NULL) {
-        PyErr_SetString(PyExc_TypeError, "a timed function without __qualname__ cannot be pickled");
-        return NULL;
-    }
-    Py_INCREF(qualname);
+    PyObject *qualname = qualname_of(self);
+    if (qualname == NULL) PyErr_SetString(PyExc_TypeError, "a timed function without __qualname__ cannot be pickled");
     return qualname;
 }
 
@@ -546,17 +712,16 @@ static PyObject *call_slow(PyObject *fn, PyObject *self, PyObject *const *rest, 
     return PyObject_Vectorcall(fn, stack, 1 + nrest, NULL);
 }
 
-static PyObject *section_enter(SectionObject *self, PyObject *Py_UNUSED(ignored)) {
-    if (!g_ready) return call_slow(g_section_enter, (PyObject *)self, NULL, 0);
-    if (!switch_on()) {
-        Py_INCREF(self);
-        return (PyObject *)self;
-    }
+static PyObject *section_enter(SectionObject *self) {
     PyObject *me = (PyObject *)self;
+    if (!g_ready) return call_slow(g_section_enter, me, NULL, 0);
+    if (!switch_on()) {
+        Py_INCREF(me);
+        return me;
+    }
     /* A cell shared with another task or thread is not ours to push on: asked only while a task
      * runs somewhere, or when the cell is not a thread's (its owner is not an int). */
-    if (!no_tracer() || !PyDict_CheckExact(g_running_tasks)
-        || PyDict_GET_SIZE(g_running_tasks) != 0)
+    if (!no_tracer() || !PyDict_CheckExact(g_running_tasks) || PyDict_GET_SIZE(g_running_tasks) != 0)
         return call_slow(g_section_enter, me, NULL, 0);
     PyObject *reg = registry_of(self->registry);
     if (reg == NULL) return call_slow(g_section_enter, me, NULL, 0);
@@ -573,22 +738,29 @@ static PyObject *section_enter(SectionObject *self, PyObject *Py_UNUSED(ignored)
         Py_DECREF(reg);
         return call_slow(g_section_enter, me, NULL, 0);
     }
+    Py_INCREF(parent); /* a Python clock may run: hold what we read */
+    Py_INCREF(node);
     Stamp start;
-    PyObject *t0 = stamp_now((CoreObject *)reg, &start) < 0 ? NULL : stamp_object(&start);
-    if (t0 != NULL) Py_XDECREF(start.odd);
+    PyObject *t0 = NULL;
+    if (stamp_now((CoreObject *)reg, &start) == 0) {
+        t0 = stamp_object(&start);
+        stamp_clear(&start);
+    }
     PyObject *frame = t0 == NULL ? NULL : PyTuple_Pack(7, me, parent, node, reg, t0, Py_None, Py_None);
     Py_XDECREF(t0);
     PyObject *result = NULL;
     if (frame != NULL) {
-        Py_INCREF(node);
         set_open(cell, node);
-        Py_DECREF(node);
         if (PyList_Append(cell, frame) == 0) {
             Py_INCREF(me);
             result = me;
+        } else {
+            set_open(cell, parent);
         }
         Py_DECREF(frame);
     }
+    Py_DECREF(node);
+    Py_DECREF(parent);
     Py_DECREF(cell);
     Py_DECREF(reg);
     return result;
@@ -613,15 +785,12 @@ static PyObject *section_exit(SectionObject *self, PyObject *const *args, Py_ssi
     /* Only our own frame on top, with no trace range to end: anything else is the Python path's. */
     if (frame == NULL || !PyTuple_CheckExact(frame) || PyTuple_GET_SIZE(frame) != 7
         || PyTuple_GET_ITEM(frame, 0) != me || PyTuple_GET_ITEM(frame, 5) != Py_None
-        || !PyObject_TypeCheck(PyTuple_GET_ITEM(frame, 3), &CoreType)) {
+        || !PyObject_TypeCheck(PyTuple_GET_ITEM(frame, 3), &CoreType)
+        || ((CoreObject *)PyTuple_GET_ITEM(frame, 3))->buf == NULL) {
         Py_DECREF(cell);
         return call_slow(g_section_exit, me, args, 3);
     }
     CoreObject *reg = (CoreObject *)PyTuple_GET_ITEM(frame, 3);
-    if (reg->buf == NULL || !PyList_CheckExact(reg->buf) || reg->clock == NULL) {
-        Py_DECREF(cell);
-        return call_slow(g_section_exit, me, args, 3);
-    }
     /* cell.pop(): the list's reference to the frame becomes ours (it keeps reg alive). */
     Py_SET_SIZE(cell, n - 1);
     set_open(cell, PyTuple_GET_ITEM(frame, 1));
@@ -629,12 +798,13 @@ static PyObject *section_exit(SectionObject *self, PyObject *const *args, Py_ssi
     Stamp t0, t1;
     if (stamp_now(reg, &t1) == 0) {
         stamp_of(PyTuple_GET_ITEM(frame, 4), &t0);
-        if (add_record(reg, PyTuple_GET_ITEM(frame, 2), args[0] != Py_None, &t0, &t1) == 0 && drain_if_full(reg) == 0) {
+        if (add_record(reg, PyTuple_GET_ITEM(frame, 2), args[0] != Py_None, &t0, &t1) == 0
+            && drain_if_full(reg) == 0) {
             Py_INCREF(Py_None);
             result = Py_None;
         }
-        Py_XDECREF(t0.odd);
-        Py_XDECREF(t1.odd);
+        stamp_clear(&t0);
+        stamp_clear(&t1);
     }
     Py_DECREF(frame);
     Py_DECREF(cell);
@@ -643,7 +813,9 @@ static PyObject *section_exit(SectionObject *self, PyObject *const *args, Py_ssi
 
 /* A section's __enter__ and __exit__. A `with` looks both up on every block, and the bound method
  * that a lookup makes costs about as much as the block's own recording; so each section binds them
- * once, and the lookup hands out those. On the class (Section.__enter__(section)), unbound. */
+ * once, and the lookup hands out those. On the class (Section.__enter__(section)), unbound. A bound
+ * step holds its section (the `with` may hold only the step), so the two are a reference cycle,
+ * freed by the cyclic GC; sections are cached for the life of the process anyway. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -677,7 +849,7 @@ static PyObject *step_vectorcall(PyObject *callable, PyObject *const *args, size
         PyErr_Format(PyExc_TypeError, "__enter__ takes no arguments (%zd given)", nargs);
         return NULL;
     }
-    return section_enter((SectionObject *)section, NULL);
+    return section_enter((SectionObject *)section);
 }
 
 static PyObject *step_new(PyObject *section, int exit) {
@@ -700,8 +872,12 @@ static PyObject *step_get(PyObject *descr, PyObject *obj, PyObject *type) {
     SectionObject *section = (SectionObject *)obj;
     PyObject **slot = step->exit ? &section->exit_bound : &section->enter_bound;
     if (*slot == NULL) {
-        *slot = step_new(obj, step->exit);
-        if (*slot == NULL) return NULL;
+        PyObject *made = step_new(obj, step->exit); /* may run the GC, finalizers, other threads */
+        if (made == NULL) return NULL;
+        if (*slot == NULL)
+            *slot = made;
+        else
+            Py_DECREF(made);
     }
     Py_INCREF(*slot);
     return *slot;
@@ -793,6 +969,7 @@ typedef struct {
     PyObject *by_registry;
     PyObject *slow;
     PyObject *dict;
+    PyObject *weakreflist;
 } LookupObject;
 
 static PyObject *lookup_hit(PyObject *table, PyObject *name) {
@@ -865,6 +1042,7 @@ static int lookup_clear(LookupObject *self) {
 
 static void lookup_dealloc(LookupObject *self) {
     PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) PyObject_ClearWeakRefs((PyObject *)self);
     lookup_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -897,6 +1075,7 @@ static PyTypeObject LookupType = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(LookupObject, vectorcall),
     .tp_dictoffset = offsetof(LookupObject, dict),
+    .tp_weaklistoffset = offsetof(LookupObject, weakreflist),
     .tp_repr = (reprfunc)lookup_repr,
     .tp_traverse = (traverseproc)lookup_traverse,
     .tp_clear = (inquiry)lookup_clear,
@@ -935,7 +1114,7 @@ static PyMemberDef iter_members[] = {
 
 static void forget_last(IterObject *self) {
     self->has_last = 0;
-    Py_CLEAR(self->last.odd);
+    stamp_clear(&self->last);
 }
 
 /* _last: the start of the previous item's wait (an int) or None, as the Python path keeps it. */
@@ -945,8 +1124,9 @@ static PyObject *iter_get_last(IterObject *self, void *Py_UNUSED(closure)) {
 }
 
 static int iter_set_last(IterObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (refuse_delete(value, "_last") < 0) return -1;
     forget_last(self);
-    if (value != NULL && value != Py_None) {
+    if (value != Py_None) {
         stamp_of(value, &self->last);
         self->has_last = 1;
     }
@@ -985,6 +1165,10 @@ static PyObject *iter_next(IterObject *self) {
     Py_INCREF(parent);
     Py_INCREF(node);
     Py_INCREF(turn);
+    /* The previous wait's start, as it was when this turn began (the source's next() runs Python). */
+    Stamp last = self->last;
+    int had_last = self->has_last;
+    Py_XINCREF(last.odd);
     CoreObject *core = (CoreObject *)reg;
     PyObject *item = NULL;
     Stamp t0, t1;
@@ -998,31 +1182,25 @@ static PyObject *iter_next(IterObject *self) {
         if (item == NULL) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
-            int ok = 1;
             if (type != NULL && !PyErr_GivenExceptionMatches(type, PyExc_StopIteration)) {
-                ok = stamp_now(core, &t1) == 0;
-                if (ok) {
-                    ok = add_record(core, node, 1, &t0, &t1) == 0;
-                    Py_XDECREF(t1.odd);
-                }
-            } else if (self->has_last) {
+                record_failure(core, node, &t0, type, value, tb);
+            } else if (had_last) {
                 /* The source is exhausted: the last turn ends where this wait started. */
-                ok = add_record(core, turn, 0, &self->last, &t0) == 0;
-                if (ok) forget_last(self);
-            }
-            if (ok) {
-                PyErr_Restore(type, value, tb);
+                if (add_record(core, turn, 0, &last, &t0) == 0) {
+                    forget_last(self);
+                    PyErr_Restore(type, value, tb);
+                } else {
+                    raise_in_context(type, value, tb);
+                }
             } else {
-                Py_XDECREF(type);
-                Py_XDECREF(value);
-                Py_XDECREF(tb);
+                PyErr_Restore(type, value, tb);
             }
         } else if (stamp_now(core, &t1) < 0) {
             Py_CLEAR(item);
         } else {
             /* Turns overlap the waits and the loop body: their node stays out of the section tree. */
-            if (add_record(core, node, 0, &t0, &t1) < 0
-                || (self->has_last && add_record(core, turn, 0, &self->last, &t0) < 0)) {
+            Record recs[2] = {{node, 0, &t0, &t1}, {turn, 0, &last, &t0}};
+            if (add_records(core, recs, had_last ? 2 : 1) < 0) {
                 Py_CLEAR(item);
             } else {
                 forget_last(self);
@@ -1032,10 +1210,11 @@ static PyObject *iter_next(IterObject *self) {
                 self->has_last = 1;
                 if (drain_if_full(core) < 0) Py_CLEAR(item);
             }
-            Py_XDECREF(t1.odd);
+            stamp_clear(&t1);
         }
-        Py_XDECREF(t0.odd);
+        stamp_clear(&t0);
     }
+    stamp_clear(&last);
     Py_DECREF(turn);
     Py_DECREF(node);
     Py_DECREF(parent);

@@ -11,6 +11,9 @@ class Switch:
 class RegistryCore:
     _buf: list[int]
     clock: Callable[[], int]
+    @property
+    def pending(self) -> int: ...
+    def _take_pending(self) -> tuple[list[int], bytes, bytes]: ...
 
 class TimedFunction:
     _series: str

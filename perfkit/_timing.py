@@ -136,17 +136,17 @@ def _wrap_function(fn: Callable[..., R], name: str, registry: Registry | None) -
             node = kids[parent]  # a subscript: cheaper than .get() when it hits, as it nearly always does
         except KeyError:
             node = child(parent, name)
-        cell[0] = node
         clock = reg.clock
         t0 = clock()
+        cell[0] = node
         try:
             result = fn(*args, **kwargs)
         except BaseException:
             cell[0] = parent
-            reg._buf += (~node, t0, clock())
+            add_record(reg, node, t0, clock(), failed=True)
             raise
-        t1 = clock()
         cell[0] = parent
+        t1 = clock()
         buf = reg._buf
         buf += (node, t0, t1)
         if len(buf) > DRAIN_AT:

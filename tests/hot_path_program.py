@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import perfkit
+import perfkit._context
 from perfkit._accel import HOT_PATH
 from perfkit._registry import DRAIN_AT
 from perfkit._state import set_tracer
@@ -27,6 +28,21 @@ class CountingClock:
     def __call__(self) -> int:
         self.now += 1_000
         return self.now
+
+
+class FlakyClock(CountingClock):
+    """A counting clock whose reads number ``fail_at`` raise (a clock gone wrong mid-run)."""
+
+    def __init__(self, fail_at: set[int]) -> None:
+        super().__init__()
+        self.reads = 0
+        self.fail_at = fail_at
+
+    def __call__(self) -> int:
+        self.reads += 1
+        if self.reads in self.fail_at:
+            raise OSError(f"clock read {self.reads}")
+        return super().__call__()
 
 
 class RecordingTracer:
@@ -147,11 +163,75 @@ def program(reg: perfkit.Registry) -> dict[str, Any]:
             reg.record("leaf", t - 500, t)
 
     return {
+        "faults": faults(),
         "run": comparable(reg.snapshot()),
         "window": comparable(reg.snapshot(since=snapshots[1])),
         "tracer": [tracer.opened, tracer.closed],
         "pending": reg.pending,
         "clock": reg.clock(),
+    }
+
+
+def faults() -> dict[str, Any]:
+    """A clock that raises at chosen reads, calls that raise, a ring that overflows, a record of a
+    past interval among the compiled ones: what is raised, what is recorded, what stays pending."""
+    flaky = perfkit.Registry(capacity=3, clock=FlakyClock(fail_at={5, 12, 13, 21, 30, 41, 42, 55, 60}))
+    f = perfkit.timed("f", registry=flaky)(lambda: None)
+
+    @perfkit.timed("g", registry=flaky)
+    def g() -> None:
+        raise KeyError("planted")
+
+    block = perfkit.section("s", registry=flaky)
+    raised: list[list[str | None]] = []
+    for i in range(20):
+        try:
+            if i % 4 == 0:
+                f()
+            elif i % 4 == 1:
+                g()
+            elif i % 4 == 2:
+                with block:
+                    f()
+            else:
+                for _ in perfkit.timed_iter([1, 2], "it", registry=flaky):
+                    pass
+            raised.append(None)
+        except (OSError, KeyError) as exc:
+            context = exc.__context__
+            raised.append([repr(exc), None if context is None else repr(context)])
+        if i == 10:
+            flaky.record("f", 10_000_000, 10_000_500)  # measured earlier, recorded now
+    # The clock failing at the end of calls that raised: its error, in the context of theirs.
+    # Clock reads 1-2: the registry's; 3-6: two calls of g; 7-8: iter() on the loader; 9-10: a
+    # next() whose source raises.
+    ending = perfkit.Registry(clock=FlakyClock(fail_at={4, 6, 10}))
+    g_end = perfkit.timed("g", registry=ending)(g.__wrapped__)
+    for call in (
+        g_end,
+        g_end,
+        lambda: next(perfkit.timed_iter(iter(lambda: 1 // 0, None), "it", registry=ending)),
+    ):
+        try:
+            call()
+        except OSError as exc:
+            raised.append([repr(exc), repr(exc.__context__)])
+    cell = perfkit._context.get_cell(None)
+    after = {"open path": list(perfkit._context.NODES.path(cell[0])) if cell else None}
+
+    failing = perfkit.Registry(capacity=10, clock=CountingClock())
+    h = perfkit.timed("h", registry=failing)(g.__wrapped__)
+    most = 0
+    for _ in range(DRAIN_AT):
+        with contextlib.suppress(KeyError):
+            h()
+        most = max(most, failing.pending)
+    return {
+        "raised": raised,
+        "after": after,
+        "records": comparable(flaky.snapshot()),
+        "most pending while calls fail": most,
+        "failed calls": failing.snapshot()["h"].errors,
     }
 
 

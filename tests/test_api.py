@@ -26,6 +26,7 @@ TOP_LEVEL = [
     "disable",
     "enable",
     "get_registry",
+    "hot_path",
     "is_enabled",
     "report",
     "reset",

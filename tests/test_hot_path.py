@@ -155,3 +155,42 @@ def test_a_section_factory_call_answers_from_its_cache(reg: perfkit.Registry) ->
         perfkit.section("")
     with pytest.raises(TypeError, match="registry must be a perfkit.Registry"):
         perfkit.section("a", registry="nope")  # type: ignore[arg-type]
+
+
+def test_a_section_pickles_by_name_and_records_in_the_process_that_loads_it() -> None:
+    # A Dataset holding a section, sent to spawn-started workers: the copy must intern its nodes
+    # in the process that loads it, whose node table is not the sender's.
+    child = (
+        "import pickle, sys, perfkit\n"
+        "with perfkit.section('first-in-child'):\n"
+        "    pass\n"
+        "block = pickle.loads(sys.stdin.buffer.read())\n"
+        "with block:\n"
+        "    pass\n"
+        "print(sorted((name, s.count) for name, s in perfkit.get_registry().snapshot().items()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", child],
+        input=pickle.dumps(perfkit.section("load")),
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.decode().strip() == "[('first-in-child', 1), ('load', 1)]"
+
+
+def test_records_reach_the_ring_in_the_order_they_were_made(clock: Any) -> None:
+    # Compiled calls and record()s of the Python path into one series, across drains: the ring
+    # keeps the call order even where a record()'s times are out of time order.
+    reg = perfkit.Registry(capacity=20_000, clock=clock)
+    step = perfkit.timed("s", registry=reg)(lambda: clock.advance(3))
+    made: list[int] = []
+    for i in range(10_000):
+        if i % 7 == 3:
+            reg.record("s", 5 * i, 5 * i + 1)  # measured long ago
+            made.append(5 * i)
+        else:
+            made.append(clock.now)
+            step()
+    assert reg.snapshot().data("s").starts_ns.tolist() == made
