@@ -44,9 +44,18 @@ def build_and_unpack(tmp_path: Path, **env: str) -> tuple[list[str], Path]:
     return names, unpacked
 
 
+# This checkout's editable install puts an import hook on sys.meta_path that would find its own
+# perfkit._speedups for any perfkit package: the child leaves it out, as a plain install has none.
+_FROM_SITE_ONLY = (
+    "import sys, runpy; "
+    "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]; "
+    "sys.argv = ['perfkit', '--version']; runpy.run_module('perfkit', run_name='__main__')"
+)
+
+
 def version_from(site: Path) -> str:
     return subprocess.run(
-        [sys.executable, "-m", "perfkit", "--version"],
+        [sys.executable, "-c", _FROM_SITE_ONLY],
         env={**os.environ, "PYTHONPATH": str(site), "PERFKIT_PURE": "0"},
         cwd=site,
         capture_output=True,
