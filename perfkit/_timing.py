@@ -1,4 +1,4 @@
-"""``@timed`` and ``section``: time a function or a block into a registry.
+"""``@timed``: time every call of a function into a registry.
 
     @perfkit.timed                      # name "module.qualname"
     def collate(batch): ...

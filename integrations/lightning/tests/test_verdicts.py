@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,23 @@ from .planted import TRUTH, Plan, fit, plant, slow_collate, slow_init
 TOLERANCE = 0.10  # points of share between a verdict and the truth
 DIST_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
 CAUSES = {"INPUT_BOUND", "EPOCH_BOUNDARY", "LOADER_SETUP", "SLOW_SECTION", "CALLBACK_OVERHEAD", "STRAGGLER"}
+
+
+Check = Callable[[Verdict, float], None]
+
+
+@pytest.fixture
+def against_truth(record_property: Callable[[str, object], None]) -> Check:
+    """Checks a verdict's share against the truth and keeps both, with the verdict, in the test's
+    properties (``pytest --junitxml=FILE`` writes them: the table of scenarios comes from there)."""
+
+    def check(verdict: Verdict, truth: float) -> None:
+        record_property("verdict", f"{verdict.kind} ({verdict.stage}, {verdict.subject})")
+        record_property("share", round(verdict.share, 3))
+        record_property("truth", round(truth, 3))
+        assert verdict.share == pytest.approx(truth, abs=TOLERANCE)
+
+    return check
 
 
 def run(
@@ -55,13 +73,13 @@ def only_causes(d: Diagnosis, allowed: set[str]) -> list[Verdict]:
     return [v for v in d.verdicts if v.kind in CAUSES and v.kind not in allowed]
 
 
-def test_slow_collate_in_too_few_workers_is_input_bound(tmp_path: Path) -> None:
+def test_slow_collate_in_too_few_workers_is_input_bound(against_truth: Check, tmp_path: Path) -> None:
     plan = Plan(workers=2, collate=slow_collate, train_step_s=0.01)
     d = run(tmp_path, plan, limit_val_batches=0)
     top = d.verdicts[0]
     assert (top.kind, top.stage, top.subject) == ("INPUT_BOUND", "train", "train")
     assert "slow_collate running in the workers" in top.message  # what the loop was waiting for
-    assert top.share == pytest.approx(wait_truth("train")[0], abs=TOLERANCE)
+    against_truth(top, wait_truth("train")[0])
     assert only_causes(d, {"INPUT_BOUND", "EPOCH_BOUNDARY"}) == []
     # stall attribution: nearly every second the loop waited, a worker was in slow_collate
     last = read_run(tmp_path / "run").windows[-1].window
@@ -69,32 +87,32 @@ def test_slow_collate_in_too_few_workers_is_input_bound(tmp_path: Path) -> None:
     assert last.account.subjects["stalled_on"]["slow_collate"] == pytest.approx(waited, rel=0.15)
 
 
-def test_slow_getitem_without_workers_is_input_bound(tmp_path: Path) -> None:
+def test_slow_getitem_without_workers_is_input_bound(against_truth: Check, tmp_path: Path) -> None:
     d = run(tmp_path, Plan(train_getitem_s=0.008, train_step_s=0.005), limit_val_batches=0)
     top = d.verdicts[0]
     assert (top.kind, top.stage) == ("INPUT_BOUND", "train")
     assert "num_workers" in top.action
-    assert top.share == pytest.approx(wait_truth("train")[0], abs=TOLERANCE)
+    against_truth(top, wait_truth("train")[0])
     assert only_causes(d, {"INPUT_BOUND"}) == []
 
 
-def test_slow_forward_in_a_section_is_named(tmp_path: Path) -> None:
+def test_slow_forward_in_a_section_is_named(against_truth: Check, tmp_path: Path) -> None:
     d = run(tmp_path, Plan(train_step_s=0.03, train_step_section="forward"), limit_val_batches=0)
     top = d.verdicts[0]
     assert (top.kind, top.subject) == ("SLOW_SECTION", "forward")
-    assert top.share == pytest.approx(TRUTH.share("planted", "train"), abs=TOLERANCE)
+    against_truth(top, TRUTH.share("planted", "train"))
     assert only_causes(d, {"SLOW_SECTION"}) == []
 
 
-def test_slow_forward_without_a_section_is_compute_bound(tmp_path: Path) -> None:
+def test_slow_forward_without_a_section_is_compute_bound(against_truth: Check, tmp_path: Path) -> None:
     d = run(tmp_path, Plan(train_step_s=0.03), limit_val_batches=0)
     top = d.verdicts[0]
     assert top.kind == "COMPUTE_BOUND"
-    assert top.share == pytest.approx(TRUTH.share("planted", "train"), abs=TOLERANCE)
+    against_truth(top, TRUTH.share("planted", "train"))
     assert only_causes(d, set()) == []
 
 
-def test_slow_validation_postprocessing(tmp_path: Path) -> None:
+def test_slow_validation_postprocessing(against_truth: Check, tmp_path: Path) -> None:
     plan = Plan(val_step_s=0.04, val_step_section="postprocess", train_n=32)
     d = run(tmp_path, plan)
     top = d.verdicts[0]
@@ -106,7 +124,7 @@ def test_slow_validation_postprocessing(tmp_path: Path) -> None:
     else:
         per_sample = (TRUTH.wall("train") / plan.train_n) / (TRUTH.wall("val") / plan.val_n)
         truth = 1 - per_sample
-    assert top.share == pytest.approx(truth, abs=TOLERANCE)
+    against_truth(top, truth)
     section = next(v for v in d.verdicts if v.kind == "SLOW_SECTION" and v.stage == "val")
     assert section.share == pytest.approx(TRUTH.share("planted", "val"), abs=TOLERANCE)
     assert only_causes(d, {"SLOW_SECTION"}) == []
@@ -120,33 +138,37 @@ class Sleeps(Callback):
 
 
 @pytest.mark.parametrize("listed", ["before", "after"])
-def test_a_slow_callback_is_named_wherever_it_is_listed(tmp_path: Path, listed: str) -> None:
+def test_a_slow_callback_is_named_wherever_it_is_listed(
+    against_truth: Check, tmp_path: Path, listed: str
+) -> None:
     where = {listed: [Sleeps()]}
     d = run(tmp_path, Plan(train_step_s=0.005), limit_val_batches=0, **where)  # type: ignore[arg-type]
     top = d.verdicts[0]
     assert (top.kind, top.subject) == ("CALLBACK_OVERHEAD", "Sleeps")
-    assert top.share == pytest.approx(TRUTH.share("planted", "train", what="Sleeps"), abs=TOLERANCE)
+    against_truth(top, TRUTH.share("planted", "train", what="Sleeps"))
     assert only_causes(d, {"CALLBACK_OVERHEAD"}) == []
 
 
-def test_a_slow_validation_loader_only(tmp_path: Path) -> None:
+def test_a_slow_validation_loader_only(against_truth: Check, tmp_path: Path) -> None:
     d = run(tmp_path, Plan(val_getitem_s=0.01, train_n=32))
     top = d.verdicts[0]
     assert top.stage == "val"
     assert top.kind in ("INPUT_BOUND", "EVAL_SLOWER_THAN_TRAIN")
     input_bound = next(v for v in d.verdicts if v.kind == "INPUT_BOUND" and v.stage == "val")
-    assert input_bound.share == pytest.approx(wait_truth("val")[0], abs=TOLERANCE)
+    against_truth(input_bound, wait_truth("val")[0])
     assert not [v for v in d.verdicts if v.kind == "INPUT_BOUND" and v.stage == "train"]
     assert only_causes(d, {"INPUT_BOUND"}) == []
 
 
-def test_workers_restarted_each_epoch_with_a_slow_init_are_an_epoch_boundary(tmp_path: Path) -> None:
+def test_workers_restarted_each_epoch_with_a_slow_init_are_an_epoch_boundary(
+    against_truth: Check, tmp_path: Path
+) -> None:
     plan = Plan(workers=2, persistent=False, worker_init=slow_init, train_step_s=0.01, train_n=32)
     d = run(tmp_path, plan, limit_val_batches=0)
     top = d.verdicts[0]
     assert (top.kind, top.stage) == ("EPOCH_BOUNDARY", "train")
     assert "persistent_workers" in top.action
-    assert top.share == pytest.approx(wait_truth("train")[1], abs=TOLERANCE)
+    against_truth(top, wait_truth("train")[1])
     assert only_causes(d, {"EPOCH_BOUNDARY", "INPUT_BOUND"}) == []
 
 
@@ -158,7 +180,7 @@ def test_a_control_with_nothing_planted_claims_no_cause(tmp_path: Path) -> None:
     assert all(v.kind in ("COMPUTE_BOUND", "REGRESSION", "MEMORY_GROWTH") for v in d.verdicts[:1])
 
 
-def test_a_slow_rank_is_named_the_straggler(tmp_path: Path) -> None:
+def test_a_slow_rank_is_named_the_straggler(against_truth: Check, tmp_path: Path) -> None:
     """Two processes over gloo; rank 1 loads its data 3x slower. Each rank's own clocks are the truth."""
     job = Path(__file__).with_name("ddp_straggler.py")
     env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
@@ -182,7 +204,7 @@ def test_a_slow_rank_is_named_the_straggler(tmp_path: Path) -> None:
     top = d.verdicts[0]
     assert (top.kind, top.subject) == ("STRAGGLER", "rank 1")
     excess = truth[1]["wait"][-1] - truth[0]["wait"][-1]
-    assert top.share == pytest.approx(excess / truth[1]["wall"][-1], abs=TOLERANCE)
+    against_truth(top, excess / truth[1]["wall"][-1])
     assert "rank 0 waits" in top.message
 
 
