@@ -212,7 +212,9 @@ def test_compare_two_runs_says_what_changed_and_why(tmp_path: Path) -> None:
     """The same slow loading with no workers, then with two: an improvement, explained by the data wait."""
     from perfkit._cli import main
 
-    slow = Plan(train_getitem_s=0.003, train_step_s=0.01)  # a batch: 12 ms in one worker, 6 ms in two
+    # a batch: 40 ms in one worker, 20 ms in two against a 50 ms step; what two workers leave (moving
+    # each batch between processes, ~1 ms here) stays far below INPUT_BOUND's threshold
+    slow = Plan(train_n=32, train_getitem_s=0.01, train_step_s=0.05)
     run(tmp_path / "a", slow, limit_val_batches=0)
     run(tmp_path / "b", Plan(**{**slow.__dict__, "workers": 2}), limit_val_batches=0)
     c = compare_runs(read_run(tmp_path / "a" / "run"), read_run(tmp_path / "b" / "run"))
