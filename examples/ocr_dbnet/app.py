@@ -21,6 +21,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
+import perfkit
 from perfkit.findings import diagnose
 from perfkit.reports import format_seconds, write_html_report
 from perfkit.run import RunData, read_run
@@ -50,6 +51,9 @@ def run(cfg: DictConfig) -> Path:
     logger = CSVLogger(str(out), name="csv", version="")
     trainer = pl.Trainer(**cfg.trainer, logger=logger, callbacks=callbacks, default_root_dir=str(out))
     trainer.fit(module, train, val)
+    if not perfkit.is_enabled():  # PERFKIT_DISABLED=1: the same run, with nothing recorded to read
+        log.info("[demo] perfkit is disabled: the run recorded nothing, so there is nothing to summarise")
+        return out
     run_dir = Path(logger.log_dir) / "perfkit"
     run = read_run(run_dir)
     log.info(verdicts(run))

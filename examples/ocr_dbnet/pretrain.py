@@ -8,6 +8,7 @@ trains one the same way (same data, same loss), without perfkit recording it.
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from pathlib import Path
@@ -20,6 +21,8 @@ import perfkit
 
 from .module import DBNetModule, make_loaders
 
+log = logging.getLogger(__name__)
+
 
 def pretrained_weights(
     cache_dir: str | Path, *, epochs: int, lr: float, data: dict[str, Any]
@@ -29,7 +32,7 @@ def pretrained_weights(
     if path.exists():
         state: dict[str, Any] = torch.load(path, weights_only=True)
         return state
-    print(f"[demo] training the detector once, {epochs} epochs (cached in {path}) ...", flush=True)
+    log.info("[demo] training the detector once, %d epochs (cached in %s) ...", epochs, path)
     t0 = time.perf_counter()
     train, _ = make_loaders(**{**data, "num_workers": 0})
     module = DBNetModule(lr=lr)
@@ -42,14 +45,16 @@ def pretrained_weights(
         enable_model_summary=False,
         limit_val_batches=0,
     )
+    was_on = perfkit.is_enabled()
     perfkit.disable()  # the demo's numbers are about the instrumented run only
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")
             trainer.fit(module, train)
     finally:
-        perfkit.enable()
+        if was_on:  # PERFKIT_DISABLED=1 keeps the whole run switched off
+            perfkit.enable()
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(module.state_dict(), path)
-    print(f"[demo] done in {time.perf_counter() - t0:.0f} s", flush=True)
+    log.info("[demo] done in %.0f s", time.perf_counter() - t0)
     return module.state_dict()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import runpy
 import subprocess
 import sys
@@ -31,7 +32,8 @@ def test_the_seed_overrides_compose() -> None:
     assert cfg.callbacks.perf_monitor._target_ == "perfkit_lightning.PerfMonitor"
 
 
-def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
+def run_tiny_demo(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The demo on a few small receipts, its outputs under ``tmp_path``."""
     tiny = [
         "data.train_size=8",
         "data.val_size=4",
@@ -45,13 +47,18 @@ def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
         "callbacks.profiler.warmup_steps=0",
         f"hydra.run.dir={tmp_path / 'out'}",
     ]
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "examples.ocr_dbnet", *tiny],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, **env},
     )
+
+
+def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
+    done = run_tiny_demo(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     for text in (
@@ -67,6 +74,16 @@ def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert list((tmp_path / "out" / "csv" / "perfkit" / "traces").glob("val_epoch1*.json.gz"))
     job_log = (tmp_path / "out" / "__main__.log").read_text()  # Hydra's job log has perfkit's lines too
     assert "[perfkit] val epoch 1" in job_log
+
+
+def test_the_ocr_demo_disabled_trains_and_records_nothing(tmp_path: Path) -> None:
+    """PERFKIT_DISABLED=1: the same run, every perfkit entry point a pass-through, no run directory."""
+    done = run_tiny_demo(tmp_path, PERFKIT_DISABLED="1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "out" / "csv" / "metrics.csv").exists()
+    assert not (tmp_path / "out" / "csv" / "perfkit").exists()
+    assert "[perfkit] val epoch" not in done.stdout
+    assert "perfkit is disabled" in done.stdout
 
 
 def test_the_standalone_example_prints_a_report_per_epoch(capsys: pytest.CaptureFixture[str]) -> None:
