@@ -39,8 +39,9 @@ def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
     if diagnosis.verdicts:
         lines += ["", "Verdicts, by the share of the run's time they explain:"]
         for i, v in enumerate(diagnosis.verdicts, 1):
-            where = f"{v.stage} {v.epoch:<3}"
-            head = f"{i:>3}. {v.kind:<22} {where} {v.share:>4.0%} of the epoch, {v.run_share:>4.0%} of run"
+            where = f"{v.stage} {v.epoch}"
+            shares = f"{v.share:>4.0%} of the epoch, {v.run_share:>4.0%} of run"
+            head = f"{i:>3}. {v.kind:<22} {where:<11} {shares}"
             lines += [head, _wrap(v.message, width, "       "), _wrap(f"-> {v.action}", width, "       ")]
     lines += ["", "Where the time went (each stage's last epoch):", _account_table(diagnosis)]
     if diagnosis.memory_peaks_mb:
