@@ -114,7 +114,11 @@ def _decorate(
 
 
 def _default_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``; a script's functions are ``__main__.f`` in every process, including
+    spawned DataLoader workers, where multiprocessing imports the script as ``__mp_main__``."""
     module = getattr(fn, "__module__", None) or "<unknown>"
+    if module == "__mp_main__":
+        module = "__main__"
     qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{module}.{qualname}"
 

@@ -17,8 +17,8 @@ from ._workers import Shipment, deliver, instrument_dataloader
 
 T = TypeVar("T")
 SUPPORTED = (
-    "a torch DataLoader (or any subclass: torchdata's StatefulDataLoader, LitData's StreamingDataLoader, "
-    "WebDataset's WebLoader), a torchdata.nodes node or Loader, or any iterable"
+    "a torch DataLoader (or any subclass: torchdata's StatefulDataLoader, LitData's StreamingDataLoader), "
+    "a pipeline holding one (WebDataset's WebLoader), a torchdata.nodes node or Loader, or any iterable"
 )
 
 
@@ -37,8 +37,10 @@ def instrument(
     Supported: a torch ``DataLoader`` and its subclasses (returned as they are: call it before
     the first iteration, as persistent workers already started keep their old set-up); a
     ``torchdata.nodes`` node or ``Loader`` (returned as it is, or wrapped with ``time_wait``);
-    any other iterable (returned wrapped, data wait only: use the object returned). Anything
-    else is a ``TypeError``.
+    a pipeline whose stages hold a DataLoader, such as WebDataset's ``WebLoader`` (its DataLoader
+    is instrumented in place); any other iterable (data wait only). Those two are returned as
+    they are, or with ``time_wait`` wrapped: use the object returned. Anything else is a
+    ``TypeError``.
 
     >>> import perfkit.torch, torch
     >>> from torch.utils.data import DataLoader
@@ -54,8 +56,24 @@ def instrument(
         instrument_nodes(loader, name, registry)
         return TimedIterable(loader, name, registry) if time_wait else loader
     if isinstance(loader, Iterable):
-        return TimedIterable(loader, name, registry)
+        for stage in pipeline_dataloaders(loader):
+            instrument_dataloader(stage, name, registry=registry)
+        return TimedIterable(loader, name, registry) if time_wait else loader
     raise TypeError(f"loader must be {SUPPORTED}; got {loader!r} of type {type(loader).__name__}")
+
+
+def pipeline_dataloaders(loader: object) -> list[DataLoader[Any]]:
+    """The DataLoaders among ``loader``'s pipeline stages.
+
+    WebDataset's ``WebLoader`` is not a DataLoader subclass (since webdataset 0.2): it is a
+    ``DataPipeline`` whose first stage is the DataLoader that runs the workers, followed by
+    stages run in this process. Read from the instance's own ``__dict__``, so no property or
+    ``__getattr__`` of an unknown iterable runs.
+    """
+    stages = getattr(loader, "__dict__", {}).get("pipeline")
+    if not isinstance(stages, list):
+        return []
+    return [stage for stage in stages if isinstance(stage, DataLoader)]
 
 
 class TimedIterable(Iterable[T]):

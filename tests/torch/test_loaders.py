@@ -3,7 +3,10 @@ subclass with its own workers, plain iterables, and what is not a loader."""
 
 from __future__ import annotations
 
+import io
 import multiprocessing as mp
+import tarfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +15,7 @@ import torch
 import perfkit
 import perfkit.torch
 from perfkit import Registry
-from tests.torch.loaders import OwnWorkers, Squares, collate, square
+from tests.torch.loaders import OwnWorkers, Squares, collate, decode, square
 
 torchdata = pytest.importorskip(
     "torchdata", reason="torchdata is an optional extra: pip install 'perfkit[torchdata]'"
@@ -109,6 +112,42 @@ def test_a_dataloader_subclass_with_its_own_workers() -> None:
     assert None not in snap.by_worker("getitem")  # made in the pool's processes, labelled as workers
 
 
+def write_shards(folder: Path, shards: int, per_shard: int) -> str:
+    """WebDataset shards: tar files of samples ``NNNNNN.x.txt``; returns the brace pattern."""
+    for s in range(shards):
+        with tarfile.open(folder / f"shard-{s}.tar", "w") as tar:
+            for i in range(per_shard):
+                data = str(s * per_shard + i).encode()
+                info = tarfile.TarInfo(f"{s:03d}{i:03d}.x.txt")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return str(folder / f"shard-{{0..{shards - 1}}}.tar")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_webdataset_webloader_brings_its_workers_records(method: str, tmp_path: Path) -> None:
+    """WebLoader is not a DataLoader: a pipeline whose first stage is one. Its workers' records
+    arrive every epoch, and stages after the DataLoader (here a re-batching) run in the loop's wait."""
+    wds = pytest.importorskip("webdataset", reason="webdataset is a test dependency: pip install webdataset")
+    shards = write_shards(tmp_path, shards=2, per_shard=6)
+    dataset = wds.WebDataset(shards, shardshuffle=False, empty_check=False).map(decode).batched(3)
+    loader = wds.WebLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context=method)
+    loader = perfkit.torch.instrument(loader.unbatched().batched(4), "train")
+    reg = Registry()
+    for _ in range(2):
+        start = reg.cursor()
+        with perfkit.use_registry(reg):
+            seen = sorted(float(x) for batch in perfkit.timed_iter(loader, "train") for x in batch[0])
+        snap = reg.snapshot(since=start)
+        assert seen == [float(i) for i in range(12)]
+        assert counts(snap, "decode", "train.data.fetch", "train.data.wait") == {
+            "decode": 12,  # one per sample, made in the workers
+            "train.data.fetch": 4,  # one per worker batch of 3
+            "train.data.wait": 3,  # one per batch of 4 the loop takes
+        }
+        assert set(snap.by_worker("decode")) == {0, 1}
+
+
 def test_a_plain_iterable_gets_its_data_wait_only() -> None:
     reg = Registry()
     loader = perfkit.torch.instrument([torch.zeros(2)] * 5, "val", registry=reg, time_wait=True)
@@ -116,6 +155,20 @@ def test_a_plain_iterable_gets_its_data_wait_only() -> None:
     assert len(list(loader)) == 5
     snap = reg.snapshot()
     assert counts(snap, "val.data.wait", "val.data.iter") == {"val.data.wait": 5, "val.data.iter": 1}
+
+
+def test_a_plain_iterable_under_timed_iter_has_each_wait_once() -> None:
+    """Without time_wait the loop's own timer is the only one (as for a DataLoader)."""
+    source = [torch.zeros(2)] * 5
+    assert perfkit.torch.instrument(source, "val") is source
+    reg = Registry()
+    with perfkit.use_registry(reg):
+        for _ in perfkit.timed_iter(perfkit.torch.instrument(source, "val"), "val"):
+            pass
+    assert counts(reg.snapshot(), "val.data.wait", "val.data.iter") == {
+        "val.data.wait": 5,
+        "val.data.iter": 1,
+    }
 
 
 def test_what_is_not_a_loader_is_refused_naming_what_is_supported() -> None:

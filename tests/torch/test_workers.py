@@ -159,6 +159,46 @@ def test_a_worker_that_raises_surfaces_its_error_and_earlier_batches_are_kept() 
     assert snap["train.data.wait"].errors == 1
 
 
+SCRIPT_FUNCTIONS = """
+import json, perfkit, perfkit.torch, torch
+from torch.utils.data import DataLoader, Dataset
+
+
+@perfkit.timed
+def double(x):
+    return 2 * x
+
+
+class Doubles(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return double(i)
+
+
+if __name__ == "__main__":
+    loader = DataLoader(Doubles(), batch_size=2, num_workers=1, multiprocessing_context="spawn")
+    for _ in perfkit.timed_iter(perfkit.torch.instrument(loader, "train"), "train"):
+        pass
+    double(1)
+    snap = perfkit.snapshot()
+    print(json.dumps({n: snap[n].count for n in snap if n.endswith("double")}))
+"""
+
+
+def test_a_scripts_function_has_one_name_in_the_script_and_in_spawned_workers(tmp_path: Path) -> None:
+    """multiprocessing imports a script as ``__mp_main__`` in spawned workers: its @timed functions
+    are still ``__main__.f`` there, so the workers' calls and the script's meet in one series."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT_FUNCTIONS)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"__main__.double": 5}
+
+
 KILLED_WORKER_SCRIPT = """
 import json, perfkit, perfkit.torch
 from torch.utils.data import DataLoader
