@@ -154,8 +154,12 @@ def loop_s_per_batch(case: Case) -> float | None:
 
 def boundary(case: Case) -> tuple[float, float]:
     """What starting the epoch cost: ``iter()`` on the loader, and how much longer the first batch
-    took than the others (a first batch no slower than the rest costs nothing extra)."""
+    took than the others (a first batch no slower than the rest costs nothing extra; with several
+    loaders in the stage, each loader's first batch against its own others)."""
     subjects = case.window.account.subjects.get("data_wait", {})
+    if case.window.account.first_batch_extra_s is not None:
+        return subjects.get("iter", 0.0), case.window.account.first_batch_extra_s
+    # run directories written before the account kept the extra: one loader per stage
     started, first, rest = (
         subjects.get("iter", 0.0),
         subjects.get("first_batch", 0.0),

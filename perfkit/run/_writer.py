@@ -114,7 +114,9 @@ class RunWriter:
     ) -> None:
         stem = f"{file_stem(window.stage)}_epoch{window.epoch}"
         name, k = stem, 2
-        while name in self._names:  # several validation runs in one epoch
+        # several validation runs in one epoch, or another writer of the same run directory (a
+        # trainer's test after its fit): never replace a snapshot another line points to
+        while name in self._names or (self.path / "windows" / f"{name}.json").exists():
             name = f"{stem}_{k}"
             k += 1
         self._names.add(name)

@@ -43,12 +43,15 @@ class Account:
     Subjects: ``data_wait`` -> ``iter``, ``first_batch``, ``batches``; ``callbacks`` -> each
     callback's name; ``loader_setup`` -> each stage whose loaders were built; ``stalled_on`` ->
     the worker-side stages the loop's waits were waiting for (see ``stalls``).
+    ``first_batch_extra_s``: how much longer each start's first batch took than that start's
+    other batches (None in run directories written before it was kept).
     """
 
     wall_s: float
     parts: Mapping[str, float]
     subjects: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     overlap_s: float = 0.0
+    first_batch_extra_s: float | None = None
 
     def seconds(self, part: str) -> float:
         """Seconds of ``part`` (0 for a part with nothing measured)."""
@@ -79,6 +82,11 @@ class Account:
             parts={p: sum(a.seconds(p) for a in items) / n for p in PARTS},
             subjects=subjects,
             overlap_s=sum(a.overlap_s for a in items) / n,
+            first_batch_extra_s=(
+                None
+                if any(a.first_batch_extra_s is None for a in items)
+                else sum(a.first_batch_extra_s or 0.0 for a in items) / n
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,6 +95,7 @@ class Account:
             "parts": dict(self.parts),
             "subjects": {k: dict(v) for k, v in self.subjects.items()},
             "overlap_s": self.overlap_s,
+            "first_batch_extra_s": self.first_batch_extra_s,
         }
 
     @classmethod
@@ -99,13 +108,16 @@ class Account:
                 for k, v in dict(data.get("subjects") or {}).items()
             },
             overlap_s=float(data.get("overlap_s") or 0.0),
+            first_batch_extra_s=(
+                None if data.get("first_batch_extra_s") is None else float(data["first_batch_extra_s"])
+            ),
         )
 
 
 def stage_account(snapshot: Snapshot, stage: str, loader: str, *, wall_s: float) -> Account:
     """The account of one stage epoch on one rank, from the records of its window."""
     wait, started = _total(snapshot, wait_series(loader)), _total(snapshot, iter_series(loader))
-    first = _first_sample_s(snapshot, wait_series(loader))
+    first, first_extra = _first_batches(snapshot, loader)
     hook_prefix = stage + HOOK
     callbacks = {n[len(hook_prefix) :]: snapshot[n].total_s for n in snapshot if n.startswith(hook_prefix)}
     setups = {n[: -len(LOADER_SETUP)]: snapshot[n].total_s for n in snapshot if n.endswith(LOADER_SETUP)}
@@ -123,7 +135,9 @@ def stage_account(snapshot: Snapshot, stage: str, loader: str, *, wall_s: float)
         "loader_setup": setups,
         "stalled_on": stalls(snapshot, loader),
     }
-    return Account(wall_s, parts, subjects, overlap_s=max(0.0, named - wall_s))
+    return Account(
+        wall_s, parts, subjects, overlap_s=max(0.0, named - wall_s), first_batch_extra_s=first_extra
+    )
 
 
 def stalls(snapshot: Snapshot, loader: str) -> dict[str, float]:
@@ -185,11 +199,28 @@ def _total(snapshot: Snapshot, name: str) -> float:
     return stats.total_s if stats is not None else 0.0
 
 
-def _first_sample_s(snapshot: Snapshot, name: str) -> float:
-    """The duration of the earliest retained record of ``name`` (the epoch's first batch)."""
+def _first_batches(snapshot: Snapshot, loader: str) -> tuple[float, float]:
+    """The first batch of each start of ``loader`` in the window, and what they cost extra.
+
+    A stage can start its loader several times in one epoch (Lightning runs each of several
+    validation loaders in turn, each with its own ``iter()``): the waits are split at each
+    ``iter()``, and each start's first batch is compared with the other batches of the same
+    start, never with another loader's. Returns the first batches' seconds, and by how much they
+    exceed their start's typical batch (all of it for a start with one batch).
+    """
+    name = wait_series(loader)
     if name not in snapshot:
-        return 0.0
+        return 0.0, 0.0
     data = snapshot.data(name)
     if not len(data.starts_ns):
-        return 0.0
-    return float(data.durations_ns[int(np.argmin(data.starts_ns))]) / 1e9
+        return 0.0, 0.0
+    order = np.argsort(data.starts_ns, kind="stable")
+    starts, seconds = data.starts_ns[order], data.durations_ns[order] / 1e9
+    iters = snapshot.data(iter_series(loader)).starts_ns if iter_series(loader) in snapshot else ()
+    cuts = sorted({0, *(int(i) for i in np.searchsorted(starts, np.sort(iters)) if i < len(starts))})
+    first = extra = 0.0
+    for a, b in zip(cuts, [*cuts[1:], len(starts)], strict=True):
+        first += float(seconds[a])
+        typical = float(seconds[a + 1 : b].mean()) if b - a > 1 else 0.0
+        extra += max(0.0, float(seconds[a]) - typical)
+    return first, extra

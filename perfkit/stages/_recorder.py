@@ -146,7 +146,9 @@ class StageRecorder:
         self.listeners: list[StageListener] = []
         self._open: dict[str, _Epoch] = {}
         self._stack: list[str] = []  # open stages, innermost last
-        self._train_s_per_sample: float | None = None
+        self.train_s_per_sample: float | None = None
+        """Training's time per sample in its last epoch: the other stages' reference. A framework
+        that makes a recorder per call on one trainer (fit, then test) carries it over."""
         self._count_samples = True
         self._warn = WarnOnce()
 
@@ -190,7 +192,7 @@ class StageRecorder:
             return None
         window = self._window(state)
         if stage == "train" and window.s_per_sample is not None:
-            self._train_s_per_sample = window.s_per_sample
+            self.train_s_per_sample = window.s_per_sample
         self._notify("stage_ended", window)
         return window
 
@@ -326,7 +328,7 @@ class StageRecorder:
         train = self._open.get("train")
         if train is not None and train.samples and train.window.wall_s > 0:
             return train.window.wall_s / train.samples
-        return self._train_s_per_sample
+        return self.train_s_per_sample
 
     def steps(self, stage: str) -> int:
         """Steps recorded so far in the open ``stage`` epoch (0 when none is open)."""

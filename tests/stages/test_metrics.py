@@ -49,6 +49,21 @@ def test_the_account_adds_up_to_the_wall_time(reg: Registry, clock: FakeClock) -
     assert sum(v for k, v in parts.items() if k.endswith("_fraction")) == pytest.approx(1.0)
 
 
+def test_each_start_of_the_loader_has_its_first_batch_judged_against_its_own(
+    reg: Registry, clock: FakeClock
+) -> None:
+    """Two loaders in turn (each with its iter()): a slow one whose first batch is like its
+    second, then a fast one whose first batch is 3 ms slower than its others."""
+    record(reg, clock, "val.data.iter", [1])
+    record(reg, clock, "val.data.wait", [40, 40])
+    record(reg, clock, "val.data.iter", [1])
+    record(reg, clock, "val.data.wait", [4, 1, 1, 1])
+    a = stage_window("val", 0, reg.snapshot(), wall_s=0.1).account
+    assert a.subjects["data_wait"]["first_batch"] == pytest.approx(0.044)
+    assert a.first_batch_extra_s == pytest.approx(0.003)
+    assert Account.from_dict(a.to_dict()) == a
+
+
 def test_ratio_to_training_time_per_sample(reg: Registry, clock: FakeClock) -> None:
     record(reg, clock, "val.step", [10])
     window = stage_window("val", 0, reg.snapshot(), wall_s=1.0, samples=10, reference_s_per_sample=0.05)

@@ -296,3 +296,34 @@ trainer({str(tmp_path)!r}, [monitor], logger=False, max_epochs=2, enable_progres
     assert len(ours) == 4  # train and val, two epochs
     assert [p for p in ours if not p.startswith("[perfkit]")] == []
     assert "Epoch 1: 100%" in done.stdout  # the bar was there
+
+
+def test_validate_and_test_after_a_fit_keep_their_windows_their_numbers_and_the_reference(
+    tmp_path: Path,
+) -> None:
+    """Each call on one Trainer has a driver of its own; what must outlive it does: the run
+    directory keeps every window (none replaces another's snapshot), stand-alone runs are counted
+    across calls, and training's time per sample stays the other stages' reference."""
+    from perfkit.run import read_run
+
+    monitor = PerfMonitor(run_dir=str(tmp_path / "run"), sample_resources=False)
+    t = trainer(str(tmp_path), [monitor], logger=False, max_epochs=1)
+    model = Tiny()
+    with perfkit.use_registry(perfkit.Registry()):
+        t.fit(model)
+        t.validate(model, verbose=False)
+        t.test(model, verbose=False)
+        t.test(model, verbose=False)
+    run = read_run(tmp_path / "run")
+    assert [(w.stage, w.epoch) for w in run.windows] == [
+        ("val", 0),
+        ("train", 0),
+        ("val", 0),  # the first stand-alone validation
+        ("test", 0),
+        ("test", 1),
+    ]
+    assert len({w.snapshot_file for w in run.windows}) == 5
+    for w in run.windows:
+        assert w.snapshot[f"{w.stage}.step"].count == w.metric("steps")
+        if w.stage != "train":
+            assert w.metric("time_per_sample_vs_train_ratio") is not None

@@ -22,7 +22,7 @@ from perfkit.findings import Diagnosis, Verdict, compare_runs, diagnose
 from perfkit.run import read_run
 from perfkit.stages import PARTS
 
-from .planted import TRUTH, Plan, fit, plant, slow_collate, slow_init
+from .planted import TRUTH, Plan, Planted, TruthLoader, fit, plant, slow_collate, slow_init
 
 TOLERANCE = 0.10  # points of share between a verdict and the truth
 DIST_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
@@ -47,10 +47,16 @@ def against_truth(record_property: Callable[[str, object], None]) -> Check:
 
 
 def run(
-    tmp_path: Path, plan: Plan, *, before: list[Callback] = (), after: list[Callback] = (), **trainer: Any
-) -> Diagnosis:  # type: ignore[assignment]
+    tmp_path: Path,
+    plan: Plan,
+    *,
+    before: list[Callback] = (),  # type: ignore[assignment]
+    after: list[Callback] = (),  # type: ignore[assignment]
+    module: type[Planted] = Planted,
+    **trainer: Any,
+) -> Diagnosis:
     monitor = PerfMonitor(sample_resources=False, run_dir=str(tmp_path / "run"), top_k_slowest=0)
-    fit(plan, str(tmp_path), [*before, monitor, *after], **trainer)
+    fit(plan, str(tmp_path), [*before, monitor, *after], module=module, **trainer)
     diagnosis = diagnose(read_run(tmp_path / "run"), cores=8)
     for window in read_run(tmp_path / "run").windows:  # every account adds up to its wall time
         a = window.window.account
@@ -158,6 +164,30 @@ def test_a_slow_validation_loader_only(against_truth: Check, tmp_path: Path) -> 
     against_truth(input_bound, wait_truth("val")[0])
     assert not [v for v in d.verdicts if v.kind == "INPUT_BOUND" and v.stage == "train"]
     assert only_causes(d, {"INPUT_BOUND"}) == []
+
+
+class TwoValidationLoaders(Planted):
+    """Validation over two loaders in turn: 2 slow batches (40 ms each, the first no slower than
+    the second), then 4 fast ones."""
+
+    def val_dataloader(self) -> list[TruthLoader]:  # type: ignore[override]
+        return [self._loader("val", 8, 0.01), self._loader("val", 16, 0.0)]
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        super().validation_step(batch, batch_idx)
+
+
+def test_several_validation_loaders_each_start_is_compared_with_its_own_batches(
+    against_truth: Check, tmp_path: Path
+) -> None:
+    """Each loader's first batch is judged against that loader's other batches: the slow loader's
+    first batch is as slow as its second, so there is no epoch-boundary cost to claim."""
+    d = run(tmp_path, Plan(train_n=16), module=TwoValidationLoaders)
+    val = [v for v in d.verdicts if v.stage == "val"]
+    assert val[0].kind == "INPUT_BOUND"
+    waits = TRUTH.inside(TRUTH.waits["val"], "val")
+    against_truth(val[0], sum(waits) / TRUTH.wall("val"))
+    assert [v.kind for v in val if v.kind == "EPOCH_BOUNDARY"] == []
 
 
 def test_workers_restarted_each_epoch_with_a_slow_init_are_an_epoch_boundary(

@@ -32,6 +32,16 @@ from ._loaders import hook_loaders
 from ._sinks import LoggerSink
 
 _DRIVERS: weakref.WeakKeyDictionary[Trainer, Driver] = weakref.WeakKeyDictionary()
+_CARRIED: weakref.WeakKeyDictionary[Trainer, Carried] = weakref.WeakKeyDictionary()
+
+
+class Carried:
+    """What a Trainer's next call (``validate`` / ``test`` / ``predict`` after ``fit``) inherits
+    from its last one, whose driver is gone: the count of stand-alone runs per stage, and
+    training's time per sample, the other stages' reference."""
+
+    def __init__(self, runs: dict[str, int], train_s_per_sample: float | None) -> None:
+        self.runs, self.train_s_per_sample = runs, train_s_per_sample
 
 
 class Member(Callback, StageListener):
@@ -67,7 +77,9 @@ class Driver:
         self._sampler: ResourceSampler | None = None
         self._undo: list[Undo] = []
         self._eval: list[str] = []  # evaluation stages running now, innermost last
-        self._runs: dict[str, int] = {}  # stand-alone validate/test/predict runs so far, per stage
+        carried = _CARRIED.get(trainer) or Carried({}, None)
+        self._runs = carried.runs  # stand-alone validate/test/predict runs so far, per stage
+        self.recorder.train_s_per_sample = carried.train_s_per_sample
         self.missing = check(trainer)
 
     # ---- members ----------------------------------------------------------------------------
@@ -138,6 +150,7 @@ class Driver:
         if self._sampler is not None:
             release(self._sampler)
             self._sampler = None
+        _CARRIED[self.trainer] = Carried(self._runs, self.recorder.train_s_per_sample)
         _DRIVERS.pop(self.trainer, None)
 
     def _is_member(self, callback: Callback) -> bool:
