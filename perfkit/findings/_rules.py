@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .._units import format_seconds
 from ..names import stage_label, step_series, wait_series
-from ..stages import PARTS, StageWindow, workers_needed
+from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
 from ._verdict import Abstention, Verdict
 
@@ -52,11 +52,16 @@ def input_bound(case: Case) -> Outcome:
         0.0, a.seconds("data_wait") - started - first_extra
     )  # the epoch's start is EPOCH_BOUNDARY's
     share = waiting / case.wall_s if case.wall_s > 0 else 0.0
+    if len(case.window.ranks) > 1:  # the wait every rank has; a slow rank's excess is STRAGGLER's
+        share = min(share, *(_rank_waiting(r.account) for r in case.window.ranks))
+        waiting = share * case.wall_s
     if share < INPUT_MIN:
         return None
     stage, loader = case.stage, case.window.loader_name
     evidence = {"data_wait_fraction": share, "data_wait_s": waiting}
     message = f"{stage_label(stage)} waits for its data loader {share:.0%} of the epoch"
+    if len(case.window.ranks) > 1:
+        message += " on every rank"
     w = workers(case.window.snapshot, loader)
     loop_s = loop_s_per_batch(case)
     if w is None:
@@ -99,6 +104,12 @@ def input_bound(case: Case) -> Outcome:
             f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
         )
     return case.verdict("INPUT_BOUND", share, message, action, subject=loader, evidence=evidence)
+
+
+def _rank_waiting(a: Account) -> float:
+    """One rank's share of its epoch spent waiting for batches past the epoch's start."""
+    start = a.subjects.get("data_wait", {}).get("iter", 0.0) + (a.first_batch_extra_s or 0.0)
+    return max(0.0, a.seconds("data_wait") - start) / a.wall_s if a.wall_s > 0 else 0.0
 
 
 BOUNDARY_MIN = 0.05

@@ -116,10 +116,15 @@ class ScriptWindow:
         shared = self._shared
         if shared is None:
             return
-        window = shared.recorder.end(self.stage)
-        shared.recorder.listeners[:] = [x for x in shared.recorder.listeners if x not in self.listeners]
-        if window is None:
-            return
+        publish = _Publish(self, shared)  # while an enclosing window is still paused
+        shared.recorder.listeners.append(publish)
+        try:
+            shared.recorder.end(self.stage)
+        finally:
+            gone = (publish, *self.listeners)
+            shared.recorder.listeners[:] = [x for x in shared.recorder.listeners if x not in gone]
+
+    def _publish(self, window: StageWindow, shared: _Shared) -> None:
         self.window = window
         self.metrics = stage_metrics(window)
         step = shared.windows if self.step is None else self.step
@@ -160,6 +165,19 @@ class ScriptWindow:
                     rec.step_end(self.stage, batch=item)
         finally:
             items.close()
+
+
+class _Publish(StageListener):
+    """Makes a script window's metrics and sends them when its stage ends: inside the recorder's
+    publishing, so a window run inside another's step (validation in the middle of a training
+    loop) costs that step nothing."""
+
+    def __init__(self, owner: ScriptWindow, shared: _Shared) -> None:
+        self.owner, self.shared = owner, shared
+
+    def stage_ended(self, window: StageWindow) -> None:
+        if window.stage == self.owner.stage:
+            self.owner._publish(window, self.shared)
 
 
 def window(

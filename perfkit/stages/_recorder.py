@@ -79,6 +79,7 @@ class _Epoch:
     samples: int | None = 0
     slowest: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
     nested_s: float = 0.0
+    paused_at: int = 0  # when another stage run inside it last paused it
     waited: bool = False
 
 
@@ -172,6 +173,7 @@ class StageRecorder:
             return
         outer = self.active
         if outer is not None:
+            self._open[outer].paused_at = self.registry.clock()  # pausing costs the outer step nothing
             self._open[outer].window.pause()
         base = (get_cell(None) or new_cell())[0]
         self._open[stage] = _Epoch(
@@ -190,15 +192,20 @@ class StageRecorder:
         state = self._close(stage)
         if state is None:
             return None
-        window = self._window(state)
-        if stage == "train" and window.s_per_sample is not None:
-            self.train_s_per_sample = window.s_per_sample
-        self._notify("stage_ended", window)
+        try:  # the enclosing stage stays paused while this one's window is made and published
+            window = self._window(state)
+            if stage == "train" and window.s_per_sample is not None:
+                self.train_s_per_sample = window.s_per_sample
+            self._notify("stage_ended", window)
+        finally:
+            self._resume_outer(state)
         return window
 
     def discard(self, stage: str) -> None:
         """Close the ``stage`` epoch without a window (a loop that turned out to have nothing to run)."""
-        self._close(stage, sample=False)
+        state = self._close(stage, sample=False)
+        if state is not None:
+            self._resume_outer(state)
 
     def _close(self, stage: str, *, sample: bool = True) -> _Epoch | None:
         state = self._open.pop(stage, None)
@@ -208,12 +215,20 @@ class StageRecorder:
         if sample and self.sampler is not None:
             self.sampler.sample_now()  # the memory peak up to the very end of the window
         state.window.close()
-        outer = self.active
-        if outer is not None:
-            enclosing = self._open[outer]
-            enclosing.nested_s += state.window.wall_s + state.nested_s
-            enclosing.window.resume()
         return state
+
+    def _resume_outer(self, state: _Epoch) -> None:
+        """Resume the stage that ``state`` ran inside: its time, and perfkit's publishing of its
+        window, are the outer stage's ``nested_s``, and out of the outer step if one was open (a
+        script validating in the middle of its training loop)."""
+        outer = self.active
+        if outer is None:
+            return
+        enclosing = self._open[outer]
+        enclosing.nested_s += state.window.wall_s + state.nested_s
+        if enclosing.step_start is not None:
+            enclosing.excluded_ns += max(0, self.registry.clock() - enclosing.paused_at)
+        enclosing.window.resume()
 
     # ---- steps and hooks ------------------------------------------------------------------
 

@@ -60,6 +60,24 @@ def test_exact_wait_step_samples_and_wall_time(clock: FakeClock, reg: perfkit.Re
     assert m["perf/train/samples_per_s"] == pytest.approx(12 / 0.018)
 
 
+def test_a_window_run_inside_a_step_is_taken_out_of_that_step(
+    clock: FakeClock, reg: perfkit.Registry
+) -> None:
+    """Validation in the middle of a training loop: its time is training's nested time, never
+    training's step, and training's account still adds up to its wall time."""
+    with window("train", epoch=0, registry=reg) as train:
+        for i, _ in enumerate(train.iterate(SlowLoader(clock, batches=3, size=4, wait_ns=1 * MS))):
+            clock.advance(5 * MS)
+            if i == 1:
+                epoch(clock, reg, "val", wait_ms=2, body_ms=3)  # 15 ms
+    m = train.metrics
+    assert m["perf/train/time/step_s"] == pytest.approx(0.015)
+    assert m["perf/train/nested_stages_s"] == pytest.approx(0.015)
+    assert m["perf/train/epoch_s"] == pytest.approx(0.018)
+    parts = [v for k, v in m.items() if k.startswith("perf/train/time/") and k.endswith("_fraction")]
+    assert sum(parts) == pytest.approx(1.0)
+
+
 def test_other_stages_are_compared_with_the_latest_training_window(
     clock: FakeClock, reg: perfkit.Registry
 ) -> None:

@@ -119,7 +119,8 @@ def test_slow_forward_without_a_section_is_compute_bound(against_truth: Check, t
 
 
 def test_slow_validation_postprocessing(against_truth: Check, tmp_path: Path) -> None:
-    plan = Plan(val_step_s=0.04, val_step_section="postprocess", train_n=32)
+    # training takes 10 ms a step, so the cost of moving its tiny batches stays far below any threshold
+    plan = Plan(val_step_s=0.04, val_step_section="postprocess", train_n=32, train_step_s=0.01)
     d = run(tmp_path, plan)
     top = d.verdicts[0]
     assert top.stage == "val"
@@ -156,7 +157,7 @@ def test_a_slow_callback_is_named_wherever_it_is_listed(
 
 
 def test_a_slow_validation_loader_only(against_truth: Check, tmp_path: Path) -> None:
-    d = run(tmp_path, Plan(val_getitem_s=0.01, train_n=32))
+    d = run(tmp_path, Plan(val_getitem_s=0.01, train_n=32, train_step_s=0.01))
     top = d.verdicts[0]
     assert top.stage == "val"
     assert top.kind in ("INPUT_BOUND", "EVAL_SLOWER_THAN_TRAIN")
