@@ -178,11 +178,13 @@ def record_wait(next_item: Callable[[], T], name: str, registry: Registry | None
     wait = wait_series(name)
     cell = get_cell(None) or new_cell()
     parent = cell[0]
+    if NODES.names[parent] == wait:  # timed twice (timed_iter over a loader with time_wait): once
+        return next_item()
     node = NODES.kids(wait).get(parent) or NODES.child(parent, wait)
+    t0 = reg.clock()  # before the cell changes: a clock that raises leaves the nesting as it was
     cell[0] = node
     tracer = SWITCH.tracer
     handle = tracer.begin(wait) if tracer is not None else None
-    t0 = reg.clock()
     failed = True
     try:
         item = next_item()
@@ -203,15 +205,22 @@ def record_iter(start: Callable[[], T], name: str, registry: Registry | None) ->
     """``start()`` (``iter()`` on a loader: where a DataLoader starts its workers), recorded as
     ``NAME.data.iter``."""
     reg = registry or current_registry()
-    parent = (get_cell(None) or new_cell())[0]
-    t0 = reg.clock()
+    series = iter_series(name)
+    cell = get_cell(None) or new_cell()
+    parent = cell[0]
+    if NODES.names[parent] == series:  # timed twice (timed_iter over a loader with time_wait): once
+        return start()
+    node = NODES.child(parent, series)
+    t0 = reg.clock()  # before the cell changes: a clock that raises leaves the nesting as it was
+    cell[0] = node  # what starting the loader records here (no workers) nests under it
     failed = True
     try:
         it = start()
         failed = False
         return it
     finally:
-        add_record(reg, NODES.child(parent, iter_series(name)), t0, reg.clock(), failed=failed)
+        cell[0] = parent
+        add_record(reg, node, t0, reg.clock(), failed=failed)
 
 
 def timed_iter(iterable: Iterable[T], name: str, *, registry: Registry | None = None) -> TimedIterator[T]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import perfkit
 import perfkit.torch
@@ -169,6 +170,21 @@ def test_a_plain_iterable_under_timed_iter_has_each_wait_once() -> None:
         "val.data.wait": 5,
         "val.data.iter": 1,
     }
+
+
+@pytest.mark.parametrize("kind", ["DataLoader", "list"])
+def test_a_loader_timed_twice_has_each_wait_and_start_once(kind: str) -> None:
+    """instrument(time_wait=True) under timed_iter (or perfkit.window): the inner timer sees the
+    outer one open for the same series and leaves the record to it."""
+    source: Any = DataLoader(Squares(8), batch_size=2) if kind == "DataLoader" else [torch.zeros(2)] * 4
+    loader = perfkit.torch.instrument(source, "train", time_wait=True)
+    reg = Registry()
+    with perfkit.use_registry(reg):
+        for _ in perfkit.timed_iter(loader, "train"):
+            pass
+    snap = reg.snapshot()
+    assert counts(snap, "train.data.wait", "train.data.iter") == {"train.data.wait": 4, "train.data.iter": 1}
+    assert not [path for path in snap.tree if path.count("train.data.wait") > 1]
 
 
 def test_what_is_not_a_loader_is_refused_naming_what_is_supported() -> None:
