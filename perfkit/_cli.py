@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from .run import RunData
 
 # The type of the object ``add_subparsers()`` returns; each ``_add_<name>`` receives it.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -47,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         print("perfkit: error: a command is required", file=sys.stderr)
         return 2
     try:
-        return run(args)
+        code = run(args)
+        sys.stdout.flush()  # here, so a reader that stopped early is seen here and not at exit
+        return code
+    except BrokenPipeError:  # the reader stopped reading (``perfkit summary RUN | head``): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except (OSError, ValueError) as exc:
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 2
@@ -113,9 +122,9 @@ def _report(args: argparse.Namespace) -> int:
     except (ImportError, OSError, ValueError) as exc:  # matplotlib missing; not a run directory
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # what the reader let through must still be one line, never a traceback
-        print(f"perfkit: error: cannot report {args.run_dir}: {exc!r}"[:500], file=sys.stderr)
-        return 2
+    except Exception as exc:  # a fault of perfkit's own: one line, exit 1 (bad input is 2)
+        print(f"perfkit: internal error: cannot report {args.run_dir}: {exc!r}"[:500], file=sys.stderr)
+        return 1
     print(path)
     return 0
 
@@ -130,11 +139,13 @@ def _add_summary(subparsers: Subparsers) -> None:
 def _summary(args: argparse.Namespace) -> int:
     from .findings import diagnose
     from .reports import diagnosis_text
-    from .run import read_run
 
-    run = read_run(find_run_dir(args.run_dir))
+    run = readable_run(args.run_dir)
     diagnosis = diagnose(run)
-    print(json.dumps(diagnosis.to_dict(), indent=2) if args.json else diagnosis_text(run, diagnosis))
+    if args.json:
+        print(json.dumps({**diagnosis.to_dict(), "problems": list(run.problems)}, indent=2))
+    else:
+        print(diagnosis_text(run, diagnosis))
     return 0
 
 
@@ -149,11 +160,27 @@ def _add_compare(subparsers: Subparsers) -> None:
 def _compare(args: argparse.Namespace) -> int:
     from .findings import compare_runs
     from .reports import comparison_text
-    from .run import read_run
 
-    comparison = compare_runs(read_run(find_run_dir(args.run_a)), read_run(find_run_dir(args.run_b)))
+    a, b = readable_run(args.run_a), readable_run(args.run_b)
+    stages_a, stages_b = {w.stage for w in a.windows}, {w.stage for w in b.windows}
+    if not stages_a & stages_b:
+        raise ValueError(
+            f"nothing to compare: {args.run_a} has {sorted(stages_a)}, {args.run_b} has {sorted(stages_b)}"
+        )
+    comparison = compare_runs(a, b)
     print(json.dumps(comparison.to_dict(), indent=2) if args.json else comparison_text(comparison))
     return 0
+
+
+def readable_run(path: str) -> RunData:
+    """The run directory at ``path`` (see ``find_run_dir``), refused (``ValueError``) when the reader
+    found problems and not one window it could read: that is a broken run, not an empty one."""
+    from .run import read_run
+
+    run = read_run(find_run_dir(path))
+    if not run.windows and run.problems:
+        raise ValueError(f"no window of {path} could be read: {run.problems[0]}")
+    return run
 
 
 def find_run_dir(path: str) -> Path:

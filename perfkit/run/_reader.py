@@ -126,6 +126,8 @@ def read_run(path: str | os.PathLike[str]) -> RunData:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike (a run directory), got {path!r}")
     root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"{root} is a file: give its run directory ({root.parent})")
     if not root.is_dir():
         raise FileNotFoundError(f"run directory {root} does not exist")
     problems: list[str] = []

@@ -4,6 +4,9 @@ never prints a traceback, and user text never reaches matplotlib's mathtext (iss
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -112,3 +115,71 @@ def test_a_stage_named_like_mathtext_is_drawn_as_written(
     assert main(["report", str(run_dir)]) == 0
     page = (run_dir / "report.html").read_text()
     assert page.count("<svg ") >= 3  # steps, time split, memory
+
+
+def test_summary_and_compare_refuse_a_run_with_no_readable_window(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken run is not an empty one: exit 2 and the first problem, not 'nothing stands out'."""
+    good = run_dir.parent / "good"
+    good.mkdir()
+    for f in run_dir.iterdir():
+        if f.is_file():
+            (good / f.name).write_bytes(f.read_bytes())
+    (good / "windows").mkdir()
+    for f in (run_dir / "windows").iterdir():
+        (good / "windows" / f.name).write_bytes(f.read_bytes())
+    (run_dir / "windows.jsonl").write_text("garbage\n")
+    capsys.readouterr()
+    for argv in (
+        ["summary", str(run_dir)],
+        ["summary", str(run_dir), "--json"],
+        ["compare", str(run_dir), str(good)],
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert (out, err.count("\n")) == ("", 1)
+        assert "could be read: windows.jsonl line 1" in err
+
+
+def test_summary_json_lists_what_it_skipped(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rewrite_line(run_dir, 0, lambda line: line.update(snapshot="windows/gone.json"))
+    capsys.readouterr()
+    assert main(["summary", str(run_dir), "--json"]) == 0
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert len(problems) == 1
+    assert "gone.json" in problems[0]
+
+
+def test_compare_refuses_runs_with_no_stage_in_common(
+    tmp_path: Path, clock: FakeClock, reg: perfkit.Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = []
+    for stage in ("train", "val"):
+        run = RunWriter(tmp_path / stage)
+        with window(stage, epoch=0, run=run, registry=reg) as w:
+            for _ in w.iterate([1, 2]):
+                clock.advance(1_000_000)
+        runs.append(str(tmp_path / stage))
+    assert main(["compare", *runs]) == 2
+    assert "nothing to compare" in capsys.readouterr().err
+
+
+def test_a_file_given_for_a_run_directory_is_named(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(run_dir / "run.json")]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_is_not_an_error(run_dir: Path) -> None:
+    """``perfkit summary RUN | head -1``: no 'Broken pipe' error, exit 0."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    done = subprocess.run(
+        [sys.executable, "-m", "perfkit", "summary", str(run_dir)],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 0
