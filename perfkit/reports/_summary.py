@@ -103,7 +103,11 @@ def _data_line(metrics: Mapping[str, float], p: str, stalled: Mapping[str, float
     if f"{p}/worker_batch_ms_mean" in metrics:
         text = f"workers take {metrics[f'{p}/worker_batch_ms_mean']:.1f} ms per batch"
         if f"{p}/workers_needed" in metrics:
-            text += f": {int(metrics[f'{p}/workers_needed'])} needed, {int(metrics[f'{p}/workers'])} now"
+            needed = int(metrics[f"{p}/workers_needed"])
+            text += f": {needed} needed, {int(metrics[f'{p}/workers'])} now"
+            cores = int(metrics.get(f"{p}/worker_cores", needed))
+            if needed > cores:
+                text += f" (only {cores} core(s) free for workers: the cores are the limit)"
         parts.append(text)
     if stalled:
         top = sorted(stalled.items(), key=lambda kv: -kv[1])[:2]

@@ -49,8 +49,9 @@ def stage_prefix(stage: str, prefix: str = "perf") -> str:
 def stage_metrics(
     window: StageWindow, *, prefix: str = "perf", user_series: bool = True, cores: int | None = None
 ) -> dict[str, float]:
-    """Flat metrics of one stage epoch. ``cores`` caps ``workers_needed`` (default: the cores this
-    process may use, less one for the loop: ``cores_for_workers()``).
+    """Flat metrics of one stage epoch. ``cores`` is ``worker_cores``, logged beside
+    ``workers_needed``: the cores free for workers (default: the cores this process may use, less
+    one for the loop: ``cores_for_workers()``); a need beyond them says the cores are the limit.
 
     >>> import perfkit
     >>> from perfkit.stages import Account, StageWindow
@@ -133,7 +134,7 @@ def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores
         loop_s = _loop_s_per_batch(window, step)
         needed = workers_needed(fetch.mean_s, loop_s) if loop_s is not None else None
         if needed is not None:
-            out[f"{p}/workers_needed"] = float(min(needed, cores))
+            out[f"{p}/workers_needed"] = float(needed)  # beyond worker_cores, the cores are the limit
             out[f"{p}/worker_cores"] = float(cores)
     return out
 

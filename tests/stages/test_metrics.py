@@ -88,11 +88,12 @@ def test_workers_needed_counts_everything_the_loop_does_between_batches(
     assert m["perf/train/workers_needed"] == 1.0
 
 
-def test_workers_needed_is_capped_by_the_cores(reg: Registry, clock: FakeClock) -> None:
+def test_workers_needed_beyond_the_cores_is_said_beside_them(reg: Registry, clock: FakeClock) -> None:
+    """4 workers needed, 2 cores free for them: both numbers, never a need below the workers in use."""
     record(reg, clock, "train.step", [10, 10])
     record(reg, clock, "train.data.fetch", [35, 35])
     m = stage_metrics(stage_window("train", 0, reg.snapshot(), wall_s=0.02), cores=2)
-    assert (m["perf/train/workers_needed"], m["perf/train/worker_cores"]) == (2.0, 2.0)
+    assert (m["perf/train/workers_needed"], m["perf/train/worker_cores"]) == (4.0, 2.0)
 
 
 def test_user_series_are_reported_and_the_stages_own_are_not(reg: Registry, clock: FakeClock) -> None:
