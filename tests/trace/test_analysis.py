@@ -520,3 +520,18 @@ def test_a_20_mb_trace_is_analysed_in_a_fraction_of_its_size_in_memory(tmp_path:
     assert (a.step_count, a.event_count) == (steps, 34 * steps)
     assert shares(a.phases)["data_loading"] == 0.3
     assert a.sections[0].share == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(
+    ("op_name", "advice"),
+    [
+        ("aten::add_", "a fused or foreach optimizer may help"),
+        ("aten::_foreach_mul_", "already runs batched ops"),
+    ],
+)
+def test_the_optimizer_finding_advises_batching_only_where_the_trace_has_none(
+    tmp_path: Path, op_name: str, advice: str
+) -> None:
+    events = [step(1, 0, 100), mark("perfkit.phase.optimizer_step", 40, 50), op(op_name, 45, 40)]
+    (finding,) = [f for f in analyze_trace(trace(tmp_path, events)).findings if f.kind == "optimizer"]
+    assert advice in finding.message
