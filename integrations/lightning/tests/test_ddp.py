@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,30 +11,15 @@ import pytest
 import perfkit
 from perfkit.trace import analyze_trace
 
+from .jobs import run_job
+
 JOB = Path(__file__).with_name("ddp_job.py")
-DIST_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
 
 
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ddp")
-    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
-    # Its own session: Lightning ignores SIGTERM, so a hung run is killed as a group with SIGKILL.
-    proc = subprocess.Popen(
-        [sys.executable, str(JOB), str(out)],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        pytest.fail("the DDP job hung:\n" + output[-3000:])
-    assert proc.returncode == 0, output[-3000:]
+    run_job(JOB, out)
     return out
 
 

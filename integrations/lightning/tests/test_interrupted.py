@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 import torch
-from lightning.pytorch.loggers import Logger
 from perfkit_lightning import PerfMonitor, ProfilerCallback
 
 import perfkit
 from perfkit.run import read_run
 
-from .tiny import Tiny, trainer
+from .tiny import BrokenLogger, Tiny, trainer
 
 
 class StopsMidWindow(Tiny):
@@ -67,28 +66,9 @@ def test_an_interrupted_fit_writes_lists_and_joins_its_trace(
     assert callback.traces == written
 
 
-class Unreachable(Logger):
-    """A logger whose server is down: every call raises."""
-
-    @property
-    def name(self) -> str:
-        return "unreachable"
-
-    @property
-    def version(self) -> str:
-        return "0"
-
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        if any(k.startswith("perf/") for k in metrics):
-            raise ConnectionError("tracking server unreachable")
-
-
 def test_a_failing_logger_never_crashes_a_fit_whose_warnings_are_errors(tmp_path: Path) -> None:
     monitor = PerfMonitor(sample_resources=False, save_run=False)
-    t = trainer(str(tmp_path), [monitor], logger=Unreachable(), max_epochs=2)
+    t = trainer(str(tmp_path), [monitor], logger=BrokenLogger(), max_epochs=2)
     with warnings.catch_warnings(), perfkit.use_registry(perfkit.Registry()):
         warnings.simplefilter("error", perfkit.PerfkitWarning)  # as `pytest -W error` does
         t.fit(Tiny())

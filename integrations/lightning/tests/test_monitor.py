@@ -10,12 +10,12 @@ from typing import Any
 
 import lightning as L
 import pytest
-from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers import CSVLogger
 from perfkit_lightning import PerfMonitor
 
 import perfkit
 
-from .tiny import EmptyVal, Tiny, said, trainer
+from .tiny import BrokenLogger, EmptyVal, Tiny, said, trainer
 
 
 @dataclass
@@ -168,35 +168,14 @@ def test_disabled_it_leaves_the_trainer_and_logs_nothing(tmp_path: Path) -> None
     assert not any(k.startswith("perf/") for r in read_rows(logger) for k, v in r.items() if v)
 
 
-class BrokenLogger(Logger):
-    """A logger whose backend is down."""
-
-    calls = 0
-
-    @property
-    def name(self) -> str:
-        return "broken"
-
-    @property
-    def version(self) -> str:
-        return "0"
-
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        if any(k.startswith("perf/") for k in metrics):
-            BrokenLogger.calls += 1
-            raise ConnectionError("tracking server unreachable")
-
-
 def test_a_logger_that_raises_is_warned_about_once_and_training_goes_on(tmp_path: Path) -> None:
     logger = CSVLogger(str(tmp_path))
-    t = trainer(str(tmp_path), [PerfMonitor(sample_resources=False)], logger=[BrokenLogger(), logger])
+    broken = BrokenLogger()
+    t = trainer(str(tmp_path), [PerfMonitor(sample_resources=False)], logger=[broken, logger])
     with pytest.warns(perfkit.PerfkitWarning, match="BrokenLogger.log_metrics failed") as seen:
         t.fit(Tiny())
     assert len([w for w in seen if "BrokenLogger" in str(w.message)]) == 1
-    assert BrokenLogger.calls == 4  # two epochs of train and val: every one was tried
+    assert broken.calls == 4  # two epochs of train and val: every one was tried
     assert [float(r["perf/train/steps"]) for r in read_rows(logger) if r.get("perf/train/steps")] == [
         8.0,
         8.0,

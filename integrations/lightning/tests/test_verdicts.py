@@ -4,11 +4,7 @@ the truth the test measures with its own clocks, and no verdict claims a cause t
 from __future__ import annotations
 
 import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,10 +18,10 @@ from perfkit.findings import Diagnosis, Verdict, compare_runs, diagnose
 from perfkit.run import read_run
 from perfkit.stages import PARTS
 
+from .jobs import run_job
 from .planted import TRUTH, Plan, Planted, TruthLoader, fit, plant, slow_collate, slow_init
 
 TOLERANCE = 0.10  # points of share between a verdict and the truth
-DIST_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
 CAUSES = {"INPUT_BOUND", "EPOCH_BOUNDARY", "LOADER_SETUP", "SLOW_SECTION", "CALLBACK_OVERHEAD", "STRAGGLER"}
 
 
@@ -213,23 +209,7 @@ def test_a_control_with_nothing_planted_claims_no_cause(tmp_path: Path) -> None:
 
 def test_a_slow_rank_is_named_the_straggler(against_truth: Check, tmp_path: Path) -> None:
     """Two processes over gloo; rank 1 loads its data 3x slower. Each rank's own clocks are the truth."""
-    job = Path(__file__).with_name("ddp_straggler.py")
-    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
-    proc = subprocess.Popen(
-        [sys.executable, str(job), str(tmp_path)],
-        cwd=job.parent,
-        env=env,
-        start_new_session=True,  # a hung run is killed as a group
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("the DDP job hung:\n" + proc.communicate()[0][-3000:])
-    assert proc.returncode == 0, output[-3000:]
+    run_job(Path(__file__).with_name("ddp_straggler.py"), tmp_path)
     truth = [json.loads((tmp_path / f"truth_rank{r}.json").read_text()) for r in (0, 1)]
     d = diagnose(read_run(tmp_path / "run"), cores=8)
     top = d.verdicts[0]

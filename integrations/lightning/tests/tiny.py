@@ -9,6 +9,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.loggers import Logger
 from perfkit_lightning import tag_step
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
@@ -96,6 +97,30 @@ class Tiny(L.LightningModule):
 class EmptyVal(Tiny):
     def val_dataloader(self) -> DataLoader[Any]:
         return DataLoader(TensorDataset(torch.zeros(0, 4), torch.zeros(0, 1)), batch_size=4)
+
+
+class BrokenLogger(Logger):
+    """A logger whose backend is down: every call with perfkit's metrics raises (``calls`` counts them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return "broken"
+
+    @property
+    def version(self) -> str:
+        return "0"
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if any(k.startswith("perf/") for k in metrics):
+            self.calls += 1
+            raise ConnectionError("tracking server unreachable")
 
 
 def trainer(tmp: str, callbacks: list[Any], **kwargs: Any) -> L.Trainer:
