@@ -174,53 +174,47 @@ def record_wait(next_item: Callable[[], T], name: str, registry: Registry | None
     a profiler window the wait is also a named range. ``StopIteration`` is not a wait for an
     item and is not recorded. What every loader wrapper that is not ``timed_iter`` times with.
     """
+    return _record_span(next_item, wait_series(name), registry, item=True)
+
+
+def record_iter(start: Callable[[], T], name: str, registry: Registry | None) -> T:
+    """``start()`` (``iter()`` on a loader: where a DataLoader starts its workers), recorded as
+    ``NAME.data.iter``; what starting the loader records here (no workers) nests under it."""
+    return _record_span(start, iter_series(name), registry, item=False)
+
+
+def _record_span(call: Callable[[], T], series: str, registry: Registry | None, *, item: bool) -> T:
+    """``call()`` recorded as one ``series`` record, with what it records nested under it.
+
+    Inside an open record of the same series (a loader timed twice: ``timed_iter`` over one
+    instrumented with ``time_wait``) it is left to the outer one. ``item``: a wait for an item,
+    also a named range inside profiler windows; its ``StopIteration`` (the source is done) is
+    not recorded.
+    """
     reg = registry or current_registry()
-    wait = wait_series(name)
     cell = get_cell(None) or new_cell()
     parent = cell[0]
-    if NODES.names[parent] == wait:  # timed twice (timed_iter over a loader with time_wait): once
-        return next_item()
-    node = NODES.kids(wait).get(parent) or NODES.child(parent, wait)
+    if NODES.names[parent] == series:
+        return call()
+    node = NODES.kids(series).get(parent) or NODES.child(parent, series)
     t0 = reg.clock()  # before the cell changes: a clock that raises leaves the nesting as it was
     cell[0] = node
-    tracer = SWITCH.tracer
-    handle = tracer.begin(wait) if tracer is not None else None
-    failed = True
+    tracer = SWITCH.tracer if item else None
+    handle = tracer.begin(series) if tracer is not None else None
+    failed, done = True, False
     try:
-        item = next_item()
+        result = call()
         failed = False
-        return item
+        return result
     except StopIteration:
-        t0 = -1
+        done = item
         raise
     finally:
         cell[0] = parent
         if tracer is not None:
             tracer.end(handle)
-        if t0 >= 0:
+        if not done:
             add_record(reg, node, t0, reg.clock(), failed=failed)
-
-
-def record_iter(start: Callable[[], T], name: str, registry: Registry | None) -> T:
-    """``start()`` (``iter()`` on a loader: where a DataLoader starts its workers), recorded as
-    ``NAME.data.iter``."""
-    reg = registry or current_registry()
-    series = iter_series(name)
-    cell = get_cell(None) or new_cell()
-    parent = cell[0]
-    if NODES.names[parent] == series:  # timed twice (timed_iter over a loader with time_wait): once
-        return start()
-    node = NODES.child(parent, series)
-    t0 = reg.clock()  # before the cell changes: a clock that raises leaves the nesting as it was
-    cell[0] = node  # what starting the loader records here (no workers) nests under it
-    failed = True
-    try:
-        it = start()
-        failed = False
-        return it
-    finally:
-        cell[0] = parent
-        add_record(reg, node, t0, reg.clock(), failed=failed)
 
 
 def timed_iter(iterable: Iterable[T], name: str, *, registry: Registry | None = None) -> TimedIterator[T]:
