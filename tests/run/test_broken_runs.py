@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -121,14 +122,7 @@ def test_summary_and_compare_refuse_a_run_with_no_readable_window(
     run_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A broken run is not an empty one: exit 2 and the first problem, not 'nothing stands out'."""
-    good = run_dir.parent / "good"
-    good.mkdir()
-    for f in run_dir.iterdir():
-        if f.is_file():
-            (good / f.name).write_bytes(f.read_bytes())
-    (good / "windows").mkdir()
-    for f in (run_dir / "windows").iterdir():
-        (good / "windows" / f.name).write_bytes(f.read_bytes())
+    good = shutil.copytree(run_dir, run_dir.parent / "good")
     (run_dir / "windows.jsonl").write_text("garbage\n")
     capsys.readouterr()
     for argv in (
