@@ -55,6 +55,11 @@ def run(cfg: DictConfig) -> Path:
         log.info("[demo] perfkit is disabled: the run recorded nothing, so there is nothing to summarise")
         return out
     run_dir = Path(logger.log_dir) / "perfkit"
+    if not run_dir.is_dir():  # callbacks=performance_profiler (the seeds' line): no PerfMonitor, no run
+        log.info(
+            "[demo] no perfkit run directory (PerfMonitor is not among the callbacks): nothing to summarise"
+        )
+        return out
     run = read_run(run_dir)
     log.info(verdicts(run))
     log.info(where_validation_time_went(run))

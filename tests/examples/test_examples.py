@@ -32,7 +32,10 @@ def test_the_seed_overrides_compose() -> None:
     assert cfg.callbacks.perf_monitor._target_ == "perfkit_lightning.PerfMonitor"
 
 
-def run_tiny_demo(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+SHORT_PROFILE = ("callbacks.profiler.profile_steps=1", "callbacks.profiler.warmup_steps=0")
+
+
+def run_tiny_demo(tmp_path: Path, *overrides: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The demo on a few small receipts, its outputs under ``tmp_path``."""
     tiny = [
         "data.train_size=8",
@@ -43,12 +46,10 @@ def run_tiny_demo(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str
         "data.val_lines=[3,5]",
         "pretrain.epochs=1",
         f"pretrain.cache_dir={tmp_path / 'cache'}",
-        "callbacks.profiler.profile_steps=1",
-        "callbacks.profiler.warmup_steps=0",
         f"hydra.run.dir={tmp_path / 'out'}",
     ]
     return subprocess.run(
-        [sys.executable, "-m", "examples.ocr_dbnet", *tiny],
+        [sys.executable, "-m", "examples.ocr_dbnet", *tiny, *overrides],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -58,7 +59,7 @@ def run_tiny_demo(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str
 
 
 def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
-    done = run_tiny_demo(tmp_path)
+    done = run_tiny_demo(tmp_path, *SHORT_PROFILE)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     for text in (
@@ -78,12 +79,23 @@ def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
 
 def test_the_ocr_demo_disabled_trains_and_records_nothing(tmp_path: Path) -> None:
     """PERFKIT_DISABLED=1: the same run, every perfkit entry point a pass-through, no run directory."""
-    done = run_tiny_demo(tmp_path, PERFKIT_DISABLED="1")
+    done = run_tiny_demo(tmp_path, *SHORT_PROFILE, PERFKIT_DISABLED="1")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "out" / "csv" / "metrics.csv").exists()
     assert not (tmp_path / "out" / "csv" / "perfkit").exists()
     assert "[perfkit] val epoch" not in done.stdout
     assert "perfkit is disabled" in done.stdout
+
+
+def test_the_seeds_own_override_line_runs_the_demo_with_their_callback_alone(tmp_path: Path) -> None:
+    """``callbacks=performance_profiler callbacks.performance_profiler.verbose=true``, verbatim: the
+    seed's callback alone (no PerfMonitor, so no run directory to summarise), and no error."""
+    done = run_tiny_demo(
+        tmp_path, "callbacks=performance_profiler", "callbacks.performance_profiler.verbose=true"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[Performance] Validation epoch 1" in done.stdout
+    assert "nothing to summarise" in done.stdout
 
 
 def test_the_standalone_example_prints_a_report_per_epoch(capsys: pytest.CaptureFixture[str]) -> None:
