@@ -31,11 +31,10 @@ from ._snapshot import Snapshot
 from ._state import disable, enable, is_enabled
 from ._stats import Stats
 from ._timing import timed
+from ._version import __version__
 from ._warn import PerfkitWarning
 from .resources import ResourceSampler
 from .run import window
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Cursor",

@@ -7,13 +7,12 @@
 Verdict kinds, the rules behind them and their thresholds: docs/diagnosis.md.
 """
 
+from ..trace import Finding, find_bottlenecks
 from ._case import Case
 from ._compare import Comparison, PartChange, compare_runs
 from ._diagnose import diagnose, diagnose_windows, judge
-from ._finding import Finding
 from ._rules import RULES, Rule
 from ._store import write_diagnosis
-from ._trace import find_bottlenecks
 from ._verdict import KINDS, Abstention, Diagnosis, StageSummary, Verdict, severity
 
 __all__ = [

@@ -24,7 +24,7 @@ from .._snapshot import Snapshot
 from ..names import stage_label, step_series
 from ..run import RunTrace, RunWindow
 from ..stages import PARTS
-from ..trace._phases import ALL_PHASES
+from ..trace import ALL_PHASES
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

@@ -14,8 +14,7 @@ from urllib.parse import quote
 
 from .._units import format_seconds
 from ..run import RunTrace
-from ..trace import PhaseSplit, TraceAnalysis
-from ..trace._phases import ALL_PHASES
+from ..trace import ALL_PHASES, PhaseSplit, TraceAnalysis
 from ._html import e, none, table
 
 

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..sinks._builtin import import_extra, mlflow_target, wandb_run
+from .._extras import import_extra
+from ..sinks import mlflow_target, wandb_run
 
 
 def attach_report_to_wandb(

@@ -8,7 +8,7 @@ read_run("runs/exp1").windows[0].metric("step_ms_p95")
 
 from ._reader import RunData, RunTrace, RunWindow, read_run
 from ._script import ScriptWindow, window
-from ._writer import FORMAT, RunWriter, file_stem
+from ._writer import FORMAT, RunWriter, describe_os_error, file_stem
 
 __all__ = [
     "FORMAT",
@@ -17,6 +17,7 @@ __all__ = [
     "RunWindow",
     "RunWriter",
     "ScriptWindow",
+    "describe_os_error",
     "file_stem",
     "read_run",
     "window",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._snapshot import Snapshot
+from .._version import __version__
 from .._warn import WarnOnce, log
 from ..stages import StageWindow
 
@@ -84,8 +85,6 @@ class RunWriter:
         return f"RunWriter({str(self.path)!r})"
 
     def _start(self, meta: dict[str, Any]) -> None:
-        from .. import __version__
-
         self._info = {"format": FORMAT, "perfkit": __version__, "started_unix": time.time(), "meta": meta}
         (self.path / "windows").mkdir(parents=True, exist_ok=True)
         run_json = self.path / "run.json"
@@ -137,7 +136,7 @@ class RunWriter:
             }
             append_line(self.path / "windows.jsonl", line, sync=True)
         except OSError as exc:
-            reason = describe(exc)
+            reason = describe_os_error(exc)
             self.lost.append(
                 {
                     "writer": self._id,
@@ -197,7 +196,7 @@ class RunWriter:
         try:
             fn(*args)
         except (OSError, TypeError, ValueError) as exc:
-            reason = describe(exc) if isinstance(exc, OSError) else repr(exc)
+            reason = describe_os_error(exc) if isinstance(exc, OSError) else repr(exc)
             self._warn(
                 f"{what}:{type(exc).__name__}",
                 f"perfkit: cannot write {what} in {self.path}: {reason}; the run goes on, and what is lost "
@@ -210,7 +209,7 @@ class RunWriter:
 _WRITERS = itertools.count(1)
 
 
-def describe(exc: OSError) -> str:
+def describe_os_error(exc: OSError) -> str:
     """An OS error in the words a user acts on (``no space left on device``), with the file."""
     words = {
         errno.ENOSPC: "no space left on device",

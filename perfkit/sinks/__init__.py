@@ -9,7 +9,7 @@ sends to several and keeps one sink's failure from reaching the others or traini
 """
 
 from ._background import Background
-from ._builtin import WANDB_STEP_KEY, JsonlSink, MlflowSink, WandbSink
+from ._builtin import WANDB_STEP_KEY, JsonlSink, MlflowSink, WandbSink, mlflow_target, wandb_run
 from ._fanout import Failures, Sink, SinkFanout, check_sinks, sink_name
 
 __all__ = [
@@ -22,5 +22,7 @@ __all__ = [
     "SinkFanout",
     "WandbSink",
     "check_sinks",
+    "mlflow_target",
     "sink_name",
+    "wandb_run",
 ]

@@ -10,7 +10,6 @@ queued ``flush_s`` to go out, then counts and says what was lost.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import threading
@@ -20,19 +19,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
+from .._extras import import_extra
 from ..stages import StageWindow
 from ._background import Background
 
 WANDB_STEP_KEY = "perf/window"
 """The x-axis of perfkit's W&B charts: the window counter, apart from W&B's own step."""
-
-
-def import_extra(module: str, extra: str, who: str) -> ModuleType:
-    """``import module``, or an ImportError that says which perfkit extra brings it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(f"{who} needs {module}: pip install 'perfkit[{extra}]'") from exc
 
 
 class JsonlSink:

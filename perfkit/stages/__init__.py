@@ -13,9 +13,9 @@ which ``stage_metrics`` turns into flat, unit-suffixed metrics.
     stage_metrics(window)["perf/train/time/data_wait_fraction"]
 """
 
+from .._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
 from ._account import PARTS, Account, stage_account
 from ._batch import batch_size
-from ._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
 from ._metrics import metric_key, stage_metrics, stage_prefix
 from ._recorder import StageListener, StageRecorder
 from ._segments import Window

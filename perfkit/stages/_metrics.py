@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 import re
 
+from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
 from ..names import fetch_series, is_stage_series, step_series, wait_series
 from ._account import PARTS
-from ._loops import cores_for_workers, worker_count, workers_needed
 from ._window import StageWindow
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_/. -]")  # what MLflow accepts in a metric key

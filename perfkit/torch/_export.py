@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._warn import WarnOnce
-from ..run._writer import describe
+from ..run import describe_os_error
 from ..trace import TraceAnalysis, analyze_trace
 
 
@@ -88,7 +88,9 @@ class TraceExporter:
             else:
                 os.replace(raw, job.path)
         except Exception as exc:  # a trace that cannot be written must not stop training
-            why = describe(exc) if isinstance(exc, OSError) else repr(exc)  # "no space left on device"
+            why = (
+                describe_os_error(exc) if isinstance(exc, OSError) else repr(exc)
+            )  # "no space left on device"
             self.warn(f"write:{type(exc).__name__}", f"perfkit: cannot write trace {job.path}: {why}")
             raw.unlink(missing_ok=True)
             return

@@ -26,7 +26,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from .._state import set_tracer
 from ..names import TRACE_METADATA_KEY
-from ..run._writer import file_stem
+from ..run import file_stem
 from ..stages import StageListener, StageWindow
 from ..trace import TraceAnalysis
 from ._export import TraceExporter, TraceJob

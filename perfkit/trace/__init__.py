@@ -12,8 +12,10 @@ means and where each phase comes from: ``docs/trace-analysis.md``.
 from ._analysis import analyze_trace
 from ._diff import Changes, PhaseChange, TimeChange, TraceDiff, diff_traces
 from ._events import iter_trace_events
+from ._finding import Finding
 from ._format import format_analysis
 from ._format_compare import format_diff, format_ranks
+from ._phases import ALL_PHASES
 from ._ranks import Cause, RanksAnalysis, Straggler, analyze_ranks
 from ._results import (
     AnnotationStat,
@@ -29,12 +31,16 @@ from ._results import (
     TraceAnalysis,
     TransferStat,
 )
+from ._rules import TRACE_RULES, TraceRule, find_bottlenecks
 
 __all__ = [
+    "ALL_PHASES",
+    "TRACE_RULES",
     "AnnotationStat",
     "Cause",
     "Changes",
     "CommOverlap",
+    "Finding",
     "KernelStat",
     "MemoryPeak",
     "OpStat",
@@ -49,10 +55,12 @@ __all__ = [
     "TimeChange",
     "TraceAnalysis",
     "TraceDiff",
+    "TraceRule",
     "TransferStat",
     "analyze_ranks",
     "analyze_trace",
     "diff_traces",
+    "find_bottlenecks",
     "format_analysis",
     "format_diff",
     "format_ranks",

@@ -20,7 +20,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..findings import find_bottlenecks
 from ..names import TRACE_METADATA_KEY
 from ._columns import Window, clipped_by_code
 from ._device import DeviceColumns, comm_overlap, idle_breakdown, kernel_stats, transfer_stats
@@ -35,6 +34,7 @@ from ._results import (
     Skipped,
     TraceAnalysis,
 )
+from ._rules import find_bottlenecks
 from ._tables import KERNEL, TraceTables, read_tables
 from ._timeline import SOURCE_NAMES_PER_PHASE, Split, phase_split, step_windows, unaccounted_annotations
 

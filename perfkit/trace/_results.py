@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from ..findings import Finding
+from ._finding import Finding
 from ._phases import ALL_PHASES
 
 T = TypeVar("T")

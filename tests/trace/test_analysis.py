@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from perfkit.findings._trace import CPU_OP_MIN_SHARE, DATA_LOADING_MIN_SHARE
 from perfkit.trace._analysis import analyze_trace
 from perfkit.trace._format import format_analysis
 from perfkit.trace._phases import BACKWARD, DATA_LOADING, FORWARD, LIGHTNING, OPTIMIZER, classify
 from perfkit.trace._phases import PERFKIT as PERFKIT_SOURCE
 from perfkit.trace._phases import TORCH as TORCH_SOURCE
 from perfkit.trace._results import PhaseSplit, TraceAnalysis
+from perfkit.trace._rules import CPU_OP_MIN_SHARE, DATA_LOADING_MIN_SHARE
 from tests.trace.trace_builder import Event, kernel, mark, memory, op, step, write_trace
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"

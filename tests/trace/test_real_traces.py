@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.findings._trace import GPU_BUSY_MAX_SHARE, HOST_WAIT_MIN_SHARE, UNACCOUNTED_MIN_SHARE
 from perfkit.trace import TraceAnalysis, analyze_trace
+from perfkit.trace._rules import GPU_BUSY_MAX_SHARE, HOST_WAIT_MIN_SHARE, UNACCOUNTED_MIN_SHARE
 from tests.trace.plain_reader import Facts, read_facts
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"

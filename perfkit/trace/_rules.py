@@ -18,7 +18,7 @@ from .._units import format_seconds, plural
 from ._finding import Finding
 
 if TYPE_CHECKING:
-    from ..trace import TraceAnalysis
+    from ._results import TraceAnalysis
 
 DATA_LOADING_MIN_SHARE = 0.30  # of step time
 SECTION_MIN_SHARE = 0.50  # of step time, one perfkit section
