@@ -7,13 +7,14 @@
 Verdict kinds, the rules behind them and their thresholds: docs/diagnosis.md.
 """
 
-from ..trace import Finding, find_bottlenecks
+from .._rule import Abstention, Rule, Verdict, severity
+from ..trace import find_bottlenecks
 from ._case import Case
 from ._compare import Comparison, PartChange, compare_runs
 from ._diagnose import diagnose, diagnose_windows, judge
-from ._rules import RULES, Rule
+from ._rules import KINDS, RULES
 from ._store import write_diagnosis
-from ._verdict import KINDS, Abstention, Diagnosis, StageSummary, Verdict, severity
+from ._verdict import Diagnosis, StageSummary
 
 __all__ = [
     "KINDS",
@@ -22,7 +23,6 @@ __all__ = [
     "Case",
     "Comparison",
     "Diagnosis",
-    "Finding",
     "PartChange",
     "Rule",
     "StageSummary",
@@ -35,3 +35,12 @@ __all__ = [
     "severity",
     "write_diagnosis",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``Finding``, the old name of a trace's findings' type (``perfkit.trace.Finding`` warns)."""
+    if name == "Finding":
+        from .. import trace
+
+        return trace.Finding
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._rule import Abstention, Verdict, verdict
 from .._snapshot import Snapshot
 from ..names import FETCH, WAIT, fetch_series, is_stage_series, step_series, wait_series
 from ..stages import StageWindow, worker_count
-from ._verdict import Abstention, Verdict, severity
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,6 @@ class Case:
 
     def verdict(
         self,
-        kind: str,
         share: float,
         message: str,
         action: str,
@@ -53,24 +52,23 @@ class Case:
         subject: str | None = None,
         evidence: dict[str, float] | None = None,
     ) -> Verdict:
-        """A verdict on this epoch; its run share weighs ``share`` by the stage's part of the run."""
-        share = max(0.0, min(1.0, share))
+        """A verdict on this epoch (its rule names it); its run share weighs ``share`` by the stage's
+        part of the run."""
         weight = self.stage_wall_s / self.run_wall_s if self.run_wall_s > 0 else 1.0
-        return Verdict(
-            kind=kind,
+        return verdict(
+            share,
+            message,
+            action,
+            subject=subject,
+            evidence=evidence,
             stage=self.stage,
             epoch=self.window.epoch,
-            subject=subject,
-            share=share,
-            run_share=share * weight,
-            severity=severity(share),
-            message=message,
-            evidence=evidence or {},
-            action=action,
+            weight=weight,
         )
 
-    def abstain(self, rule: str, missing: str) -> Abstention:
-        return Abstention(rule, self.stage, self.window.epoch, missing)
+    def abstain(self, missing: str) -> Abstention:
+        """This epoch cannot be judged without ``missing`` (its rule names itself)."""
+        return Abstention("", self.stage, self.window.epoch, missing)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._rule import Verdict
 from ..run import RunData
 from ..stages import PARTS, StageWindow
 from ._diagnose import diagnose
-from ._verdict import Verdict
 
 NOISE_FLOOR = 0.02
 """The smallest change of a part that counts, as a fraction of the stage's time per step."""

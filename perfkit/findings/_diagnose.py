@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from .._rule import Abstention, Rule, Verdict
 from ..names import STAGES
 from ..run import RunData
 from ..stages import PARTS, StageWindow, cores_for_workers
 from ._case import Case
-from ._rules import RULES, Rule
-from ._verdict import Abstention, Diagnosis, StageSummary, Verdict
+from ._rules import RULES
+from ._verdict import Diagnosis, StageSummary
 
 
-def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule] = RULES) -> Diagnosis:
+def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule[Case]] = RULES) -> Diagnosis:
     """Judge every stage of ``run`` (a run directory read by ``perfkit.run.read_run``)."""
     return diagnose_windows(
         [w.window for w in sorted(run.windows, key=lambda w: w.start_ns)],
@@ -35,7 +36,7 @@ def diagnose_windows(
     windows: Iterable[StageWindow],
     *,
     cores: int | None = None,
-    rules: Sequence[Rule] = RULES,
+    rules: Sequence[Rule[Case]] = RULES,
     lost: dict[str, float] | None = None,
 ) -> Diagnosis:
     """Judge the stage windows of a run, given oldest first."""
@@ -71,16 +72,16 @@ def diagnose_windows(
     )
 
 
-def judge(case: Case, rules: Sequence[Rule] = RULES) -> tuple[list[Verdict], list[Abstention]]:
+def judge(case: Case, rules: Sequence[Rule[Case]] = RULES) -> tuple[list[Verdict], list[Abstention]]:
     """Every rule on one stage epoch: its verdicts (largest share first) and its abstentions."""
     found: list[Verdict] = []
     missing: list[Abstention] = []
     for rule in rules:
-        outcome = rule.judge(case)
-        if isinstance(outcome, Verdict):
-            found.append(outcome)
-        elif isinstance(outcome, Abstention):
-            missing.append(outcome)
+        for outcome in rule.apply(case):
+            if isinstance(outcome, Verdict):
+                found.append(outcome)
+            else:
+                missing.append(outcome)
     return sorted(found, key=lambda v: -v.share), missing
 
 

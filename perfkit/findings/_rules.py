@@ -9,27 +9,12 @@ Adding a rule is adding an entry to ``RULES``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
+from .._rule import Outcome, Rule, kinds
 from .._units import format_seconds
 from ..names import stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
-from ._verdict import Abstention, Verdict
-
-Outcome = Verdict | Abstention | None
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule: ``judge(case)`` gives a verdict when ``threshold`` is crossed."""
-
-    kind: str
-    reads: tuple[str, ...]
-    threshold: float
-    why: str
-    judge: Callable[[Case], Outcome]
 
 
 def _ms(seconds: float) -> str:
@@ -44,9 +29,7 @@ INPUT_MIN = 0.10
 def input_bound(case: Case) -> Outcome:
     a = case.window.account
     if not a.seconds("data_wait") and wait_series(case.window.loader_name) not in case.window.snapshot:
-        return case.abstain(
-            "INPUT_BOUND", f"{wait_series(case.window.loader_name)} (the loader was not timed)"
-        )
+        return case.abstain(f"{wait_series(case.window.loader_name)} (the loader was not timed)")
     started, first_extra = boundary(case)
     waiting = max(
         0.0, a.seconds("data_wait") - started - first_extra
@@ -69,7 +52,7 @@ def input_bound(case: Case) -> Outcome:
             "the batches are made in this process (no DataLoader workers, or the loader is not "
             "instrumented): give the DataLoader num_workers > 0"
         )
-        return case.verdict("INPUT_BOUND", share, message, action, subject=loader, evidence=evidence)
+        return case.verdict(share, message, action, subject=loader, evidence=evidence)
     evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
     message += f"; each batch takes {_ms(w.batch_s)} in a worker"
     stalled = a.subjects.get("stalled_on", {})
@@ -103,7 +86,7 @@ def input_bound(case: Case) -> Outcome:
             f"{needed} workers would be needed but only {case.cores} core(s) are free for workers: the "
             f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
         )
-    return case.verdict("INPUT_BOUND", share, message, action, subject=loader, evidence=evidence)
+    return case.verdict(share, message, action, subject=loader, evidence=evidence)
 
 
 def _rank_waiting(a: Account) -> float:
@@ -117,7 +100,7 @@ BOUNDARY_MIN = 0.05
 
 def epoch_boundary(case: Case) -> Outcome:
     if "data_wait" not in case.window.account.subjects:
-        return case.abstain("EPOCH_BOUNDARY", "the account's data wait")
+        return case.abstain("the account's data wait")
     started, first = boundary(case)
     share = (started + first) / case.wall_s if case.wall_s > 0 else 0.0
     if share < BOUNDARY_MIN:
@@ -133,9 +116,7 @@ def epoch_boundary(case: Case) -> Outcome:
     else:
         action = "the first batch is slow: prefetch it (prefetch_factor) or make the first access cheaper"
     evidence = {"loader_iter_s": started, "first_batch_extra_s": first}
-    return case.verdict(
-        "EPOCH_BOUNDARY", share, message, action, subject=case.window.loader_name, evidence=evidence
-    )
+    return case.verdict(share, message, action, subject=case.window.loader_name, evidence=evidence)
 
 
 SETUP_MIN = 0.10
@@ -151,9 +132,7 @@ def loader_setup(case: Case) -> Outcome:
     action = (
         f"build the {stage} dataset once, outside the *_dataloader() hook, or stop reloading it each epoch"
     )
-    return case.verdict(
-        "LOADER_SETUP", share, message, action, subject=stage, evidence={"loader_setup_s": seconds}
-    )
+    return case.verdict(share, message, action, subject=stage, evidence={"loader_setup_s": seconds})
 
 
 # ---- compute ------------------------------------------------------------------------------------
@@ -164,7 +143,7 @@ SECTION_MIN = 0.10
 
 def compute_bound(case: Case) -> Outcome:
     if step_series(case.stage) not in case.window.snapshot:
-        return case.abstain("COMPUTE_BOUND", f"{step_series(case.stage)} (no step was timed)")
+        return case.abstain(f"{step_series(case.stage)} (no step was timed)")
     share = case.fraction("step")
     if share < COMPUTE_MIN:
         return None
@@ -176,7 +155,7 @@ def compute_bound(case: Case) -> Outcome:
         "the loop is compute-bound: speed up the model (mixed precision, a larger batch, torch.compile) "
         "or time its parts with perfkit.section to see which one"
     )
-    return case.verdict("COMPUTE_BOUND", share, message, action, evidence={"step_fraction": share})
+    return case.verdict(share, message, action, evidence={"step_fraction": share})
 
 
 def slow_section(case: Case) -> Outcome:
@@ -194,7 +173,7 @@ def slow_section(case: Case) -> Outcome:
     )
     action = f"make {top.name} cheaper: it is the largest part of the loop you timed"
     evidence = {"self_s": top.self_s, "calls": float(top.count)}
-    return case.verdict("SLOW_SECTION", share, message, action, subject=where, evidence=evidence)
+    return case.verdict(share, message, action, subject=where, evidence=evidence)
 
 
 # ---- other components -------------------------------------------------------------------------
@@ -212,9 +191,7 @@ def callback_overhead(case: Case) -> Outcome:
         return None
     message = f"callback {owner} takes {share:.0%} of the {stage_label(case.stage)} epoch in its hooks"
     action = f"make {owner}'s hooks cheaper or run them less often (every N steps, at epoch end)"
-    return case.verdict(
-        "CALLBACK_OVERHEAD", share, message, action, subject=owner, evidence={"hook_s": seconds}
-    )
+    return case.verdict(share, message, action, subject=owner, evidence={"hook_s": seconds})
 
 
 # ---- stages against each other ------------------------------------------------------------------
@@ -227,7 +204,7 @@ def eval_slower_than_train(case: Case) -> Outcome:
         return None
     w, t = case.window, case.train
     if t is None or not t.samples or not w.samples:
-        return case.abstain("EVAL_SLOWER_THAN_TRAIN", "a training window with samples to compare with")
+        return case.abstain("a training window with samples to compare with")
     mine, theirs = w.wall_s / w.samples, t.wall_s / t.samples
     ratio = mine / theirs if theirs > 0 else math.inf
     if ratio < EVAL_MIN_RATIO:
@@ -247,7 +224,7 @@ def eval_slower_than_train(case: Case) -> Outcome:
     }.get(part.split(" (")[0], f"make {part} cheaper")
     share = 1 - 1 / ratio
     evidence = {"time_per_sample_ratio": ratio, "s_per_sample": mine, "train_s_per_sample": theirs}
-    return case.verdict("EVAL_SLOWER_THAN_TRAIN", share, message, action, subject=part, evidence=evidence)
+    return case.verdict(share, message, action, subject=part, evidence=evidence)
 
 
 def _explaining_part(w: StageWindow, t: StageWindow, n_w: int, n_t: int) -> tuple[str, float]:
@@ -295,7 +272,7 @@ def straggler(case: Case) -> Outcome:
     )
     action = f"make rank {rank}'s {what} as fast as the others' (its data shard, its files, its device)"
     evidence = {f"rank{r.rank}_{part}_s": spent[i] for i, r in enumerate(ranks)}
-    return case.verdict("STRAGGLER", share, message, action, subject=f"rank {rank}", evidence=evidence)
+    return case.verdict(share, message, action, subject=f"rank {rank}", evidence=evidence)
 
 
 # ---- over epochs ------------------------------------------------------------------------------------
@@ -312,7 +289,7 @@ def regression(case: Case) -> Outcome:
     name = step_series(case.stage)
     before, after = base.snapshot.get(name), case.window.snapshot.get(name)
     if before is None or after is None or before.count < 2 or after.count < 2:
-        return case.abstain("REGRESSION", f"{name} in two epochs with at least two steps each")
+        return case.abstain(f"{name} in two epochs with at least two steps each")
     grew = after.mean_s - before.mean_s
     noise = NOISE_SIGMAS * math.sqrt(before.std_s**2 / before.count + after.std_s**2 / after.count)
     if grew <= noise or grew < REGRESSION_MIN * before.mean_s:
@@ -324,7 +301,7 @@ def regression(case: Case) -> Outcome:
     )
     action = "something grows with the epochs: a cache, a list kept across steps, data that gets harder"
     evidence = {"step_mean_before_s": before.mean_s, "step_mean_after_s": after.mean_s, "noise_s": noise}
-    return case.verdict("REGRESSION", share, message, action, evidence=evidence)
+    return case.verdict(share, message, action, evidence=evidence)
 
 
 MEMORY_MIN = 0.20
@@ -337,7 +314,7 @@ def memory_growth(case: Case) -> Outcome:
     gauge = "process.rss_mb"
     first, last = case.history[0].snapshot.gauges.get(gauge), case.window.snapshot.gauges.get(gauge)
     if first is None or last is None:
-        return case.abstain("MEMORY_GROWTH", f"{gauge} (no resource sampler)")
+        return case.abstain(f"{gauge} (no resource sampler)")
     growth = last.max / first.max - 1 if first.max > 0 else 0.0
     if growth < MEMORY_MIN:
         return None
@@ -346,10 +323,10 @@ def memory_growth(case: Case) -> Outcome:
         f"{case.history[0].epoch} to {case.window.epoch} ({first.max:,.0f} MB -> {last.max:,.0f} MB)"
     )
     action = "something is kept across steps or epochs (outputs, tensors with history, a cache)"
-    return case.verdict("MEMORY_GROWTH", 0.0, message, action, evidence={"rss_peak_growth": growth})
+    return case.verdict(0.0, message, action, evidence={"rss_peak_growth": growth})
 
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule[Case], ...] = (
     Rule("INPUT_BOUND", ("data_wait", "worker_batch"), INPUT_MIN,
          "below a tenth of the epoch, more workers buy little and transfer noise dominates", input_bound),
     Rule("EPOCH_BOUNDARY", ("loader_iter", "first_batch"), BOUNDARY_MIN,
@@ -373,3 +350,6 @@ RULES: tuple[Rule, ...] = (
     Rule("MEMORY_GROWTH", ("process.rss_mb",), MEMORY_MIN,
          "a fifth more memory between epochs of the same work is a leak, not noise", memory_growth),
 )  # fmt: skip
+
+KINDS = kinds(RULES)
+"""Every kind of run verdict, as ``Verdict.kind`` spells it: declared once, by its rule above."""

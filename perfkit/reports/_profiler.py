@@ -56,7 +56,7 @@ def _window(t: RunTrace, href: str) -> str:
             [[k.name, k.kind, str(k.count), _us(k.total_us), f"{k.share:.1%}"] for k in a.top_cuda_kernels],
         )
     if a.findings:
-        out += "<ul>" + "".join(f"<li>{e(f.message)}</li>" for f in a.findings) + "</ul>"
+        out += "<ul>" + "".join(f"<li>{e(v.text)}</li>" for v in a.findings) + "</ul>"
     return out
 
 

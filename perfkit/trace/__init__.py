@@ -12,7 +12,6 @@ means and where each phase comes from: ``docs/trace-analysis.md``.
 from ._analysis import analyze_trace
 from ._diff import Changes, PhaseChange, TimeChange, TraceDiff, diff_traces
 from ._events import iter_trace_events
-from ._finding import Finding
 from ._format import format_analysis
 from ._format_compare import format_diff, format_ranks
 from ._phases import ALL_PHASES
@@ -31,16 +30,16 @@ from ._results import (
     TraceAnalysis,
     TransferStat,
 )
-from ._rules import TRACE_RULES, TraceRule, find_bottlenecks
+from ._rules import TRACE_KINDS, TRACE_RULES, find_bottlenecks
 
 __all__ = [
     "ALL_PHASES",
+    "TRACE_KINDS",
     "TRACE_RULES",
     "AnnotationStat",
     "Cause",
     "Changes",
     "CommOverlap",
-    "Finding",
     "KernelStat",
     "MemoryPeak",
     "OpStat",
@@ -55,7 +54,6 @@ __all__ = [
     "TimeChange",
     "TraceAnalysis",
     "TraceDiff",
-    "TraceRule",
     "TransferStat",
     "analyze_ranks",
     "analyze_trace",
@@ -66,3 +64,19 @@ __all__ = [
     "format_ranks",
     "iter_trace_events",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``Finding``, the old name of a trace's findings' type: every rule now concludes a ``Verdict``."""
+    if name == "Finding":
+        import warnings
+
+        from .._rule import Verdict
+
+        warnings.warn(
+            "perfkit.trace.Finding is now perfkit.findings.Verdict (one result type for every rule)",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return Verdict
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

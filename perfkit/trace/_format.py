@@ -45,7 +45,7 @@ def format_analysis(
         lines.append("Sections: " + ", ".join(f"{s.name} {s.share:.1%}" for s in a.sections))
     if a.skipped:
         lines.append("Skipped: " + "; ".join(f"{plural(s.count, 'event')}: {s.reason}" for s in a.skipped))
-    lines += findings_lines([f.message for f in a.findings], w + 2)
+    lines += findings_lines([v.text for v in a.findings], w + 2)
     return prefixed(lines)
 
 

@@ -90,7 +90,7 @@ def format_ranks(ranks: RanksAnalysis, *, width: int | None = None) -> str:
     else:
         lines += _straggler(r.straggler, w)
     lines += _top_kernels(r.ranks, w)
-    messages = [f"rank {a.rank}: {f.message}" for a in r.ranks for f in a.findings]
+    messages = [f"rank {a.rank}: {v.text}" for a in r.ranks for v in a.findings]
     return prefixed([*lines, *findings_lines(messages, w + 2)])
 
 

@@ -10,8 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from ._finding import Finding
+from .._rule import Verdict, severity
 from ._phases import ALL_PHASES
+from ._rules import OLD_KINDS
 
 T = TypeVar("T")
 
@@ -213,7 +214,7 @@ class TraceAnalysis:
     phases: PhaseSplit
     per_step: tuple[PhaseSplit, ...]
     sections: tuple[SectionStat, ...]
-    findings: tuple[Finding, ...]
+    findings: tuple[Verdict, ...]
     kernel_busy_share: float | None = None
     unlaunched_device_us: float = 0.0
     idle: tuple[StreamIdle, ...] = ()
@@ -228,6 +229,8 @@ class TraceAnalysis:
         out = asdict(self)
         out["phases"] = self.phases.to_dict()
         out["per_step"] = [s.to_dict() for s in self.per_step]
+        # "value" is the old name of "share", kept beside it for one release
+        out["findings"] = [{**v.to_dict(), "value": v.share} for v in self.findings]
         return out
 
     @classmethod
@@ -256,7 +259,7 @@ def _required(data: Mapping[str, Any]) -> dict[str, Any]:
         "phases": PhaseSplit.from_dict(data["phases"]),
         "per_step": tuple(PhaseSplit.from_dict(row) for row in data["per_step"]),
         "sections": _rows(SectionStat, data["sections"]),
-        "findings": _rows(Finding, data["findings"]),
+        "findings": tuple(_finding(row) for row in data["findings"]),
     }
 
 
@@ -278,6 +281,15 @@ def _optional(data: Mapping[str, Any]) -> dict[str, Any]:
         if key in data:
             out[key] = read(data[key])
     return out
+
+
+def _finding(row: Mapping[str, Any]) -> Verdict:
+    """A finding as written now (a ``Verdict``), or as before one rule shape: kind, message, value."""
+    if "share" in row:
+        return Verdict.from_dict(row)
+    value = float(row["value"])
+    kind = OLD_KINDS.get(str(row["kind"]), str(row["kind"]).upper())
+    return Verdict(kind, "", -1, None, value, value, severity(value), str(row["message"]))
 
 
 def _rows(kind: Callable[..., T], rows: Any) -> tuple[T, ...]:

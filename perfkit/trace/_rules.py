@@ -1,21 +1,22 @@
 """Bottleneck findings of a trace: each a small rule with a threshold, said in words with its number.
 
 ``TRACE_RULES`` is the list a trace's analysis is walked through; adding a finding is adding a
-rule. Thresholds are fractions; a finding's ``value`` is the share that crossed one (for the
-GPU, the idle share), so sorting by value puts the biggest problem first.
+rule. They have the shape of a run's rules (``perfkit._rule.Rule``) and conclude the same
+``Verdict``: its ``share`` is the fraction of the profiled step time that crossed the threshold
+(for the GPU, the idle share), so sorting by share puts the biggest problem first; its
+``stage`` is empty, as a trace is judged on its own.
 
     >>> [rule.kind for rule in TRACE_RULES][:3]
-    ['data_loading', 'section', 'cpu_op']
+    ['INPUT_BOUND', 'SLOW_SECTION', 'SLOW_OP']
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .._rule import Rule, Verdict, kinds, verdict
 from .._units import format_seconds, plural
-from ._finding import Finding
 
 if TYPE_CHECKING:
     from ._results import TraceAnalysis
@@ -31,52 +32,43 @@ NAMED_MIN_PART = 0.25  # of the unaccounted time, for the annotation holding it 
 EXPOSED_COMM_MIN_SHARE = 0.20  # of step time: communication with no compute kernel beside it
 
 
-@dataclass(frozen=True)
-class TraceRule:
-    """One finding: its kind, what it looks for, and the check that returns the findings (often none)."""
-
-    kind: str
-    description: str
-    check: Callable[[TraceAnalysis], Iterable[Finding]]
+def find_bottlenecks(analysis: TraceAnalysis) -> tuple[Verdict, ...]:
+    """The findings of every rule in ``TRACE_RULES`` for ``analysis``, largest share first; often none."""
+    found = [v for rule in TRACE_RULES for v in rule.apply(analysis) if isinstance(v, Verdict)]
+    return tuple(sorted(found, key=lambda v: -v.share))
 
 
-def find_bottlenecks(analysis: TraceAnalysis) -> tuple[Finding, ...]:
-    """The findings of every rule in ``TRACE_RULES`` for ``analysis``, largest value first; often none."""
-    found = [f for rule in TRACE_RULES for f in rule.check(analysis)]
-    return tuple(sorted(found, key=lambda f: -f.value))
-
-
-def _data_loading(a: TraceAnalysis) -> Iterable[Finding]:
+def _data_loading(a: TraceAnalysis) -> Iterable[Verdict]:
     data = a.phases.share("data_loading")
     if data >= DATA_LOADING_MIN_SHARE:
-        text = f"data loader waits take {data:.1%} of step time: more workers or a cheaper collate would help"
-        yield Finding("data_loading", text, data)
+        text = f"data loader waits take {data:.1%} of step time"
+        yield verdict(data, text, "more workers or a cheaper collate would help")
 
 
-def _sections(a: TraceAnalysis) -> Iterable[Finding]:
+def _sections(a: TraceAnalysis) -> Iterable[Verdict]:
     for s in a.sections:
         if s.share >= SECTION_MIN_SHARE:
-            yield Finding("section", f"section {s.name!r} takes {s.share:.1%} of step time", s.share)
+            yield verdict(s.share, f"section {s.name!r} takes {s.share:.1%} of step time", subject=s.name)
 
 
-def _cpu_op(a: TraceAnalysis) -> Iterable[Finding]:
+def _cpu_op(a: TraceAnalysis) -> Iterable[Verdict]:
     if a.top_cpu_ops and a.top_cpu_ops[0].share >= CPU_OP_MIN_SHARE:
         op = a.top_cpu_ops[0]
         text = (
             f"{op.name} takes {op.share:.1%} of CPU op self time"
             f" ({format_seconds(op.self_us / 1e6)} over {plural(op.count, 'call')})"
         )
-        yield Finding("cpu_op", text, op.share)
+        yield verdict(op.share, text, subject=op.name)
 
 
-def _gpu_idle(a: TraceAnalysis) -> Iterable[Finding]:
+def _gpu_idle(a: TraceAnalysis) -> Iterable[Verdict]:
     busy = a.gpu_busy_share
     if busy is None or busy >= GPU_BUSY_MAX_SHARE:
         return
     text = f"the GPU is idle {1 - busy:.1%} of the profiled time (busy {busy:.1%})"
     device = a.idle[0] if a.idle else None
     if device is None or device.idle_us <= 0:
-        yield Finding("gpu_idle", text, 1 - busy)
+        yield verdict(1 - busy, text)
         return
     host, kernel, other = (
         x / device.idle_us for x in (device.host_wait_us, device.kernel_wait_us, device.other_us)
@@ -91,10 +83,10 @@ def _gpu_idle(a: TraceAnalysis) -> Iterable[Finding]:
             f" idle time (kernel wait {kernel:.0%}, other {other:.0%}: synchronisation, other streams or"
             " communication)"
         )
-    yield Finding("gpu_idle", text, 1 - busy)
+    yield verdict(1 - busy, text)
 
 
-def _optimizer(a: TraceAnalysis) -> Iterable[Finding]:
+def _optimizer(a: TraceAnalysis) -> Iterable[Verdict]:
     optimizer = a.phases.share("optimizer")
     if optimizer >= OPTIMIZER_MIN_SHARE:
         ops = (op.name for op in a.top_cpu_ops if "_foreach_" in op.name or "_fused_" in op.name)
@@ -103,11 +95,10 @@ def _optimizer(a: TraceAnalysis) -> Iterable[Finding]:
             advice = "a fused or foreach optimizer may help"
         else:  # already batched: do not advise what the trace shows it does
             advice = f"it already runs batched ops ({batched}): stepping less often is what is left"
-        text = f"the optimizer step takes {optimizer:.1%} of step time: {advice}"
-        yield Finding("optimizer", text, optimizer)
+        yield verdict(optimizer, f"the optimizer step takes {optimizer:.1%} of step time", advice)
 
 
-def _unaccounted(a: TraceAnalysis) -> Iterable[Finding]:
+def _unaccounted(a: TraceAnalysis) -> Iterable[Verdict]:
     untracked = a.phases.share("unaccounted")
     if untracked < UNACCOUNTED_MIN_SHARE:
         return
@@ -122,10 +113,10 @@ def _unaccounted(a: TraceAnalysis) -> Iterable[Finding]:
         text += " (torch marks no forward pass: a record_function('## forward ##') range around it would)"
     elif not inside:
         text += " (untracked work, e.g. Python between the marked phases)"
-    yield Finding("unaccounted", text, untracked)
+    yield verdict(untracked, text)
 
 
-def _exposed_comm(a: TraceAnalysis) -> Iterable[Finding]:
+def _exposed_comm(a: TraceAnalysis) -> Iterable[Verdict]:
     if a.comm is None or a.span_us <= 0:
         return
     exposed = (a.comm.comm_us - a.comm.overlap_us) / a.span_us
@@ -134,23 +125,37 @@ def _exposed_comm(a: TraceAnalysis) -> Iterable[Finding]:
             f"communication kernels run alone {exposed:.1%} of step time"
             f" (only {a.comm.overlap_share:.0%} of their time overlaps compute)"
         )
-        yield Finding("exposed_comm", text, exposed)
+        yield verdict(exposed, text)
 
 
-TRACE_RULES = (
-    TraceRule(
-        "data_loading", f"data loading takes >= {DATA_LOADING_MIN_SHARE:.0%} of step time", _data_loading
-    ),
-    TraceRule("section", f"one perfkit section takes >= {SECTION_MIN_SHARE:.0%} of step time", _sections),
-    TraceRule("cpu_op", f"one CPU op takes >= {CPU_OP_MIN_SHARE:.0%} of all op self time", _cpu_op),
-    TraceRule(
-        "gpu_idle", f"the device is busy < {GPU_BUSY_MAX_SHARE:.0%} of step time; why it idles", _gpu_idle
-    ),
-    TraceRule("optimizer", f"the optimizer takes >= {OPTIMIZER_MIN_SHARE:.0%} of step time", _optimizer),
-    TraceRule(
-        "unaccounted", f">= {UNACCOUNTED_MIN_SHARE:.0%} of step time outside any phase mark", _unaccounted
-    ),
-    TraceRule(
-        "exposed_comm", f"communication alone >= {EXPOSED_COMM_MIN_SHARE:.0%} of step time", _exposed_comm
-    ),
-)
+TRACE_RULES: tuple[Rule[TraceAnalysis], ...] = (
+    Rule("INPUT_BOUND", ("data_loading",), DATA_LOADING_MIN_SHARE,
+         "a third of the step spent waiting for batches is the first thing to fix", _data_loading),
+    Rule("SLOW_SECTION", ("sections",), SECTION_MIN_SHARE,
+         "one timed block holding half the step is where the time is", _sections),
+    Rule("SLOW_OP", ("cpu ops",), CPU_OP_MIN_SHARE,
+         "one op holding two fifths of the ops' self time is worth replacing or batching", _cpu_op),
+    Rule("GPU_IDLE", ("device activity",), GPU_BUSY_MAX_SHARE,
+         "a device busy less than half the step is waiting for something: say what", _gpu_idle),
+    Rule("OPTIMIZER_BOUND", ("optimizer",), OPTIMIZER_MIN_SHARE,
+         "an optimizer step near a third of the step is past a normal update's cost", _optimizer),
+    Rule("UNMARKED_TIME", ("unaccounted",), UNACCOUNTED_MIN_SHARE,
+         "when two fifths of the step has no mark, the split says little: name what holds it", _unaccounted),
+    Rule("EXPOSED_COMM", ("communication kernels",), EXPOSED_COMM_MIN_SHARE,
+         "communication that overlaps no compute for a fifth of the step is lost time on every rank",
+         _exposed_comm),
+)  # fmt: skip
+
+TRACE_KINDS = kinds(TRACE_RULES)
+"""Every kind a trace's findings carry: declared once, by its rule above."""
+
+OLD_KINDS = {
+    "data_loading": "INPUT_BOUND",
+    "section": "SLOW_SECTION",
+    "cpu_op": "SLOW_OP",
+    "gpu_idle": "GPU_IDLE",
+    "optimizer": "OPTIMIZER_BOUND",
+    "unaccounted": "UNMARKED_TIME",
+    "exposed_comm": "EXPOSED_COMM",
+}
+"""The kinds as analyses written before one rule shape spelled them (still read)."""

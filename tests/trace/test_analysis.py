@@ -106,9 +106,9 @@ def test_data_loading_covering_62_percent_of_the_step_is_a_finding(tmp_path: Pat
         "unaccounted": 0.03,
     }
     assert (a.phases.data_loading_us, a.phases.unaccounted_us, a.span_us, a.step_count) == (62, 3, 100, 1)
-    assert a.findings[0].kind == "data_loading"
-    assert a.findings[0].value == pytest.approx(0.62)
-    assert a.findings[0].message == (
+    assert a.findings[0].kind == "INPUT_BOUND"
+    assert a.findings[0].share == pytest.approx(0.62)
+    assert a.findings[0].text == (
         "data loader waits take 62.0% of step time: more workers or a cheaper collate would help"
     )
 
@@ -242,8 +242,8 @@ def test_sections_written_with_add_metadata_as_a_json_string_are_read_too(tmp_pa
     path = trace(tmp_path, events, perfkit=json.dumps({"sections": ["collate"]}))
     a = analyze_trace(path)
     assert [(s.name, s.share) for s in a.sections] == [("collate", 0.75)]
-    section = next(f for f in a.findings if f.kind == "section")
-    assert (section.message, section.value) == ("section 'collate' takes 75.0% of step time", 0.75)
+    section = next(f for f in a.findings if f.kind == "SLOW_SECTION")
+    assert (section.message, section.share) == ("section 'collate' takes 75.0% of step time", 0.75)
 
 
 def test_without_perfkit_metadata_there_are_no_sections(tmp_path: Path) -> None:
@@ -303,8 +303,8 @@ def test_device_activities_are_ranked_and_busy_time_is_the_union_of_all_of_them(
         ("relu", "kernel", 1, 5, 5 / 60),
     ]
     assert (a.gpu_busy_share, a.kernel_busy_share) == (pytest.approx(0.45), pytest.approx(0.35))
-    idle = next(f for f in a.findings if f.kind == "gpu_idle")
-    assert idle.value == pytest.approx(0.55)
+    idle = next(f for f in a.findings if f.kind == "GPU_IDLE")
+    assert idle.share == pytest.approx(0.55)
     assert "busy 45.0%" in idle.message
 
 
@@ -324,10 +324,10 @@ def test_findings_come_sorted_by_size_with_their_numbers(tmp_path: Path) -> None
         op("aten::mm", 40, 5),
     ]
     a = analyze_trace(trace(tmp_path, events))
-    assert [(f.kind, round(f.value, 3)) for f in a.findings] == [
-        ("cpu_op", round(30 / 35, 3)),
-        ("unaccounted", 0.65),
-        ("optimizer", 0.35),
+    assert [(f.kind, round(f.share, 3)) for f in a.findings] == [
+        ("SLOW_OP", round(30 / 35, 3)),
+        ("UNMARKED_TIME", 0.65),
+        ("OPTIMIZER_BOUND", 0.35),
     ]
     assert (
         a.findings[0].message == "aten::_foreach_add_ takes 85.7% of CPU op self time (30.0 µs over 1 call)"
@@ -533,5 +533,5 @@ def test_the_optimizer_finding_advises_batching_only_where_the_trace_has_none(
     tmp_path: Path, op_name: str, advice: str
 ) -> None:
     events = [step(1, 0, 100), mark("perfkit.phase.optimizer_step", 40, 50), op(op_name, 45, 40)]
-    (finding,) = [f for f in analyze_trace(trace(tmp_path, events)).findings if f.kind == "optimizer"]
-    assert advice in finding.message
+    (finding,) = [f for f in analyze_trace(trace(tmp_path, events)).findings if f.kind == "OPTIMIZER_BOUND"]
+    assert advice in finding.action

@@ -64,7 +64,7 @@ def test_idle_gaps_are_host_wait_kernel_wait_or_other_as_hta_splits_them(tmp_pat
         StreamIdle("all streams", 40, host_wait_us=10, kernel_wait_us=10, other_us=50),
         StreamIdle("device 0 stream 7", 40, host_wait_us=10, kernel_wait_us=10, other_us=50),
     )
-    finding = next(f for f in a.findings if f.kind == "gpu_idle")
+    finding = next(f for f in a.findings if f.kind == "GPU_IDLE")
     assert finding.message == (
         "the GPU is idle 66.7% of the profiled time (busy 33.3%), but not for the CPU: the next kernel was"
         " already launched in 86% of its idle time (kernel wait 14%, other 71%: synchronisation, other"
@@ -74,7 +74,7 @@ def test_idle_gaps_are_host_wait_kernel_wait_or_other_as_hta_splits_them(tmp_pat
 
 def test_the_gpu_waits_for_the_cpu_only_when_host_wait_dominates(tmp_path: Path) -> None:
     events = [step(1, 0, 100), *launched("k1", 0, 10, at=0, corr=1), *launched("k2", 90, 10, at=85, corr=2)]
-    finding = next(f for f in analyze(tmp_path, events).findings if f.kind == "gpu_idle")
+    finding = next(f for f in analyze(tmp_path, events).findings if f.kind == "GPU_IDLE")
     assert finding.message == (
         "the GPU is idle 80.0% of the profiled time (busy 20.0%): it waits for the CPU"
         " (the next kernel was not launched yet in 100% of its idle time)"
@@ -105,8 +105,8 @@ def test_communication_kernels_overlap_compute_and_what_runs_alone_is_a_finding(
     ]
     a = analyze(tmp_path, events)
     assert a.comm == CommOverlap(comm_us=60, compute_us=50, overlap_us=25, overlap_share=25 / 60)
-    exposed = next(f for f in a.findings if f.kind == "exposed_comm")
-    assert (exposed.value, exposed.message) == (
+    exposed = next(f for f in a.findings if f.kind == "EXPOSED_COMM")
+    assert (exposed.share, exposed.message) == (
         pytest.approx(0.35),
         "communication kernels run alone 35.0% of step time (only 42% of their time overlaps compute)",
     )

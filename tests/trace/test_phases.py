@@ -148,7 +148,7 @@ def test_the_unaccounted_time_says_which_annotations_it_lies_in(tmp_path: Path) 
         PhaseSource("unaccounted", "annotation", "## sparse_data_dist ##", 60, 0.6),
         PhaseSource("unaccounted", "annotation", "## metrics ##", 15, 0.15),
     ]
-    finding = next(f for f in a.findings if f.kind == "unaccounted")
+    finding = next(f for f in a.findings if f.kind == "UNMARKED_TIME")
     assert finding.message == (
         "80.0% of step time is outside any phase mark, 60.0% of step time inside '## sparse_data_dist ##'"
     )
@@ -156,7 +156,7 @@ def test_the_unaccounted_time_says_which_annotations_it_lies_in(tmp_path: Path) 
 
 def test_without_a_forward_mark_the_finding_says_torch_marks_none(tmp_path: Path) -> None:
     events = [step(1, 0, 100), mark("Optimizer.step#SGD.step", 80, 20)]
-    finding = next(f for f in analyze(tmp_path, events).findings if f.kind == "unaccounted")
+    finding = next(f for f in analyze(tmp_path, events).findings if f.kind == "UNMARKED_TIME")
     assert (
         "torch marks no forward pass: a record_function('## forward ##') range around it would"
         in finding.message
@@ -165,7 +165,7 @@ def test_without_a_forward_mark_the_finding_says_torch_marks_none(tmp_path: Path
 
 def test_a_step_fully_marked_has_no_unaccounted_finding(tmp_path: Path) -> None:
     events = [step(1, 0, 100), mark("## forward ##", 0, 50), mark("## backward ##", 50, 50)]
-    assert not any(f.kind == "unaccounted" for f in analyze(tmp_path, events).findings)
+    assert not any(f.kind == "UNMARKED_TIME" for f in analyze(tmp_path, events).findings)
 
 
 def test_an_annotation_holding_little_of_the_unaccounted_time_is_not_named_in_the_finding(
@@ -174,7 +174,7 @@ def test_an_annotation_holding_little_of_the_unaccounted_time_is_not_named_in_th
     events = [step(1, 0, 100), mark("## forward ##", 0, 20), mark("## small ##", 30, 10)]
     a = analyze(tmp_path, events)
     assert sources(a)[-1] == ("unaccounted", "annotation", "## small ##", 10)
-    finding = next(f for f in a.findings if f.kind == "unaccounted")
+    finding = next(f for f in a.findings if f.kind == "UNMARKED_TIME")
     assert finding.message == (
         "80.0% of step time is outside any phase mark (untracked work, e.g. Python between the marked phases)"
     )

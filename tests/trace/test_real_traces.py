@@ -96,7 +96,7 @@ def test_the_outside_any_phase_mark_finding_fires_only_where_it_is_true(case: Ca
     uncovered = 1 - case.facts.phase_cover / case.facts.step_us
     if abs(uncovered - UNACCOUNTED_MIN_SHARE) < 0.01:
         pytest.skip("too close to the threshold to tell")
-    fired = any(f.kind == "unaccounted" for f in case.analysis.findings)
+    fired = any(f.kind == "UNMARKED_TIME" for f in case.analysis.findings)
     assert fired == (uncovered > UNACCOUNTED_MIN_SHARE)
 
 

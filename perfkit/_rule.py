@@ -1,0 +1,198 @@
+"""Rules and what they conclude: one shape for a run's verdicts and a trace's findings.
+
+A rule is a small object (torch.profiler's ``_pattern_matcher`` is the model): the kind of
+conclusion it draws, the signals it reads, a threshold with the reason for it, and a judge.
+The judge looks at one subject (a stage epoch, a profiler trace's analysis) and answers one
+of three ways: nothing (``None``: below the threshold), a ``Verdict`` (or several, one per
+section over the threshold), or an ``Abstention`` naming the input it lacked, for a rule that
+cannot tell must not guess. A judge never spells its own kind: ``Rule.apply`` stamps the
+rule's kind on what the judge returns, so each kind is written once, in its rule list.
+
+    >>> def wait(share: float) -> Verdict | None:
+    ...     return verdict(share, "the loop waits for data", "add workers") if share >= 0.1 else None
+    >>> rule = Rule("INPUT_BOUND", ("data_wait",), 0.1, "below a tenth, workers buy little", wait)
+    >>> [v.line for v in rule.apply(0.4)]
+    ['INPUT_BOUND (40% of the time judged): the loop waits for data -> add workers']
+    >>> rule.apply(0.05)
+    []
+
+It sits in the recording core because both ``perfkit.trace`` (below the run directory) and
+``perfkit.findings`` (above it) judge with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
+
+_KIND = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
+
+S = TypeVar("S", contravariant=True)
+
+
+def severity(share: float) -> str:
+    """``high`` from 30% of the time, ``medium`` from 10%, else ``low``.
+
+    >>> severity(0.42), severity(0.12), severity(0.01)
+    ('high', 'medium', 'low')
+    """
+    return "high" if share >= 0.3 else "medium" if share >= 0.1 else "low"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One cause of slowness, in words and numbers: what a rule concludes.
+
+    ``share`` is the fraction of the judged time the cause explains: a stage epoch's wall time
+    for a run's verdict, the profiled steps' time for a trace's (``stage`` is then empty and
+    ``epoch`` -1). ``run_share`` weighs it by the stage's part of the run; verdicts are ranked
+    by it.
+
+    >>> v = Verdict("INPUT_BOUND", "val", 1, "val", 0.42, 0.21, "high", "...", {"wait_fraction": 0.5}, "...")
+    >>> Verdict.from_dict(v.to_dict()) == v
+    True
+    """
+
+    kind: str
+    stage: str
+    epoch: int
+    subject: str | None
+    share: float
+    run_share: float
+    severity: str
+    message: str
+    evidence: Mapping[str, float] = field(default_factory=dict)
+    action: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "stage": self.stage,
+            "epoch": self.epoch,
+            "subject": self.subject,
+            "share": self.share,
+            "run_share": self.run_share,
+            "severity": self.severity,
+            "message": self.message,
+            "evidence": dict(self.evidence),
+            "action": self.action,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        subject = data.get("subject")
+        return cls(
+            kind=str(data["kind"]),
+            stage=str(data["stage"]),
+            epoch=int(data["epoch"]),
+            subject=None if subject is None else str(subject),
+            share=float(data["share"]),
+            run_share=float(data["run_share"]),
+            severity=str(data["severity"]),
+            message=str(data["message"]),
+            evidence={str(k): float(v) for k, v in dict(data["evidence"]).items()},
+            action=str(data["action"]),
+        )
+
+    @property
+    def where(self) -> str:
+        """What ``share`` is a fraction of, in words: ``42% of val epoch 1``."""
+        judged = f"{self.stage} epoch {self.epoch}" if self.stage else "the time judged"
+        return f"{self.share:.0%} of {judged}"
+
+    @property
+    def text(self) -> str:
+        """The message and the action in one sentence, as a trace's findings list them."""
+        return f"{self.message}: {self.action}" if self.action else self.message
+
+    @property
+    def line(self) -> str:
+        """The verdict in one line: kind, share, message, and what to do."""
+        action = f" -> {self.action}" if self.action else ""
+        return f"{self.kind} ({self.where}): {self.message}{action}"
+
+
+@dataclass(frozen=True)
+class Abstention:
+    """A rule that could not judge, and the signal it lacked."""
+
+    rule: str
+    stage: str
+    epoch: int
+    missing: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "stage": self.stage, "epoch": self.epoch, "missing": self.missing}
+
+
+Outcome = Verdict | Abstention | None
+"""What a judge returns for one subject; a judge that can find several returns an iterable of verdicts."""
+
+
+def verdict(
+    share: float,
+    message: str,
+    action: str = "",
+    *,
+    subject: str | None = None,
+    evidence: Mapping[str, float] | None = None,
+    stage: str = "",
+    epoch: int = -1,
+    weight: float = 1.0,
+) -> Verdict:
+    """A verdict for a judge to return: its rule gives it its kind. ``share`` is clamped to [0, 1]."""
+    share = max(0.0, min(1.0, share))
+    return Verdict(
+        "",
+        stage,
+        epoch,
+        subject,
+        share,
+        share * weight,
+        severity(share),
+        message,
+        dict(evidence or {}),
+        action,
+    )
+
+
+@dataclass(frozen=True)
+class Rule(Generic[S]):
+    """One rule: ``judge(subject)`` concludes ``kind`` once ``threshold`` is crossed, for reason ``why``."""
+
+    kind: str
+    reads: tuple[str, ...]
+    threshold: float
+    why: str
+    judge: Callable[[S], Outcome | Iterable[Verdict]]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not _KIND.fullmatch(self.kind):
+            raise ValueError(f"kind must be UPPER_SNAKE_CASE, got {self.kind!r}")
+
+    def apply(self, subject: S) -> list[Verdict | Abstention]:
+        """The judge's outcomes for ``subject``, each stamped with this rule's kind (often none)."""
+        out = self.judge(subject)
+        found: Iterable[Verdict | Abstention] = (
+            () if out is None else (out,) if isinstance(out, (Verdict, Abstention)) else out
+        )
+        return [
+            replace(x, kind=self.kind) if isinstance(x, Verdict) else replace(x, rule=self.kind)
+            for x in found
+        ]
+
+
+def kinds(rules: Iterable[Rule[Any]]) -> tuple[str, ...]:
+    """The kinds of ``rules`` in order; a kind declared by two rules of one list is an error.
+
+    >>> kinds([Rule("A", (), 0.0, "", lambda s: None), Rule("B", (), 0.0, "", lambda s: None)])
+    ('A', 'B')
+    """
+    seen: list[str] = []
+    for rule in rules:
+        if rule.kind in seen:
+            raise ValueError(f"kind {rule.kind!r} is declared by two rules")
+        seen.append(rule.kind)
+    return tuple(seen)
