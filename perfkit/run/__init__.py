@@ -6,18 +6,21 @@ with perfkit.window("val", epoch=0, sinks=[RunWriter("runs/exp1")]) as w:
 read_run("runs/exp1").windows[0].metric("step_ms_p95")
 """
 
+from ._jobs import RunJob
 from ._reader import RunData, RunTrace, RunWindow, read_run
 from ._script import ScriptWindow, window
-from ._writer import FORMAT, RunWriter, file_stem
+from ._writer import FORMAT, RunWriter, file_stem, this_job
 
 __all__ = [
     "FORMAT",
     "RunData",
+    "RunJob",
     "RunTrace",
     "RunWindow",
     "RunWriter",
     "ScriptWindow",
     "file_stem",
     "read_run",
+    "this_job",
     "window",
 ]
