@@ -33,6 +33,15 @@ class RunJob:
     windows: int
     suffix: str
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "pid": self.pid,
+            "host": self.host,
+            "started_unix": self.started_unix,
+            "windows": self.windows,
+        }
+
     def describe(self) -> str:
         """The job in one line of words: ``job 4121-9f2c (pid 4121 on node3, started ..., 3 windows)``."""
         where = [f"pid {self.pid}" + (f" on {display_name(self.host, 40)}" if self.host else "")]
