@@ -44,8 +44,8 @@ GPU = ".gpu"
 
 
 def stage_label(stage: str) -> str:
-    """``"val"`` -> ``"validation"``; an unknown stage is its own label."""
-    return STAGE_LABELS.get(stage, stage)
+    """``"val"`` -> ``"validation"``; an unknown stage is its own label, printable (``display_name``)."""
+    return STAGE_LABELS.get(stage) or display_name(stage)
 
 
 def step_series(stage: str) -> str:

@@ -96,8 +96,8 @@ def pick(jobs: Sequence[RunJob], job: str | None) -> RunJob | None:
     """The job ``job`` names (its id, or an unambiguous start of it such as its pid); by default
     the newest job that finished a window (the newest of all when none has)."""
     if job is None:
-        done = [j for j in jobs if j.windows]
-        return (done or list(jobs) or [None])[-1]
+        done = [j for j in jobs if j.windows] or list(jobs)
+        return done[-1] if done else None
     if not isinstance(job, str):
         raise TypeError(f"job must be a str (a job id of the run directory) or None, got {job!r}")
     found = [j for j in jobs if j.id == job] or [j for j in jobs if j.id.startswith(job)]

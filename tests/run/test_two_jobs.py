@@ -48,7 +48,8 @@ def raced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
     for tag, proc in jobs.items():
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-        assert "not written" not in err and "cannot write" not in err, err
+        assert "not written" not in err, err
+        assert "cannot write" not in err, err
         ids[tag] = out.strip()
     return base, ids
 
@@ -65,7 +66,8 @@ def test_every_window_of_both_jobs_is_read_back_as_its_own_jobs(
             for w in run.windows:  # its own records, never the other job's
                 assert w.snapshot[f"{tag}.work"].count == 3
                 assert all(not name.endswith(".work") or name == f"{tag}.work" for name in w.snapshot)
-            assert run.final is not None and run.final[f"{tag}.work"].count == 3 * EPOCHS
+            assert run.final is not None
+            assert run.final[f"{tag}.work"].count == 3 * EPOCHS
             assert [j.id for j in run.jobs] == sorted(ids.values(), key=[j.id for j in run.jobs].index)
             assert sum(j.windows for j in run.jobs) == 2 * EPOCHS
         files = list((base / f"run{r}").rglob("*.tmp"))
@@ -82,7 +84,7 @@ def test_the_summary_reads_one_job_and_names_the_other(
     assert f"({EPOCHS} windows: training)" in out.splitlines()[0]
     assert "this run directory holds 2 jobs" in out
     assert all(job in out for job in ids.values())
-    for tag, job in ids.items():
+    for job in ids.values():
         assert main(["summary", run_dir, "--job", job, "--json"]) == 0
         data = json.loads(capsys.readouterr().out)
         assert data["job"] == job
