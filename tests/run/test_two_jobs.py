@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+import perfkit
 from perfkit._cli import main
-from perfkit.run import read_run
+from perfkit.run import RunWriter, read_run, this_job, window
+from tests.conftest import FakeClock
 
 ROUNDS, EPOCHS = 4, 3
 SCRIPT = Path(__file__).with_name("one_job.py")
@@ -90,3 +92,41 @@ def test_the_summary_reads_one_job_and_names_the_other(
         assert data["job"] == job
         assert sorted(j["id"] for j in data["jobs"]) == sorted(ids.values())
         assert data["stages"]["train"]["epochs"] == EPOCHS
+
+
+def test_writers_of_one_process_are_one_job(tmp_path: Path, reg: perfkit.Registry, clock: FakeClock) -> None:
+    for stage in ("train", "test"):  # a trainer's test after its fit: a second writer, same process
+        with window(stage, epoch=0, run=RunWriter(tmp_path), registry=reg) as w:
+            for _ in w.iterate([1]):
+                clock.advance(1_000_000)
+    run = read_run(tmp_path)
+    assert [w.stage for w in run.windows] == ["train", "test"]
+    assert [j.id for j in run.jobs] == [this_job()]
+    assert not any("jobs" in p for p in run.problems)
+
+
+def test_a_directory_two_older_jobs_wrote_is_read_as_two(
+    tmp_path: Path, reg: perfkit.Registry, clock: FakeClock
+) -> None:
+    for _ in range(2):
+        with window("train", epoch=0, run=RunWriter(tmp_path), registry=reg) as w:
+            for _ in w.iterate([1]):
+                clock.advance(1_000_000)
+    lines = [json.loads(x) for x in (tmp_path / "windows.jsonl").read_text().splitlines()]
+    for pid, line in zip((101, 202), lines, strict=True):  # as perfkit wrote them before jobs
+        del line["job"]
+        line["writer"] = f"{pid}-1"
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    info = json.loads((tmp_path / "run.json").read_text())
+    del info["jobs"]
+    (tmp_path / "run.json").write_text(json.dumps(info))
+    run = read_run(tmp_path)
+    assert [j.id for j in run.jobs] == ["101", "202"]
+    assert run.job == "202"
+    assert len(run.windows) == 1
+    assert run.problems[0].startswith("this run directory holds 2 jobs")
+    assert len(read_run(tmp_path, job="101").windows) == 1
+    with pytest.raises(
+        ValueError, match="job '303' is not a job of this run directory: its jobs are '101', '202'"
+    ):
+        read_run(tmp_path, job="303")
