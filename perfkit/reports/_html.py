@@ -13,7 +13,7 @@ from ..names import display_name
 
 
 def e(text: object) -> str:
-    """``text`` escaped for HTML content and attribute values; a NUL, a newline, another control
+    r"""``text`` escaped for HTML content and attribute values; a NUL, a newline, another control
     character or a bidi override (in a name from a trace, a file path, a user's f-string) shown as
     an escape (``display_name``), never raw.
 
