@@ -5,6 +5,7 @@
     perfkit diff before.pt.trace.json.gz after.pt.trace.json.gz --json
     perfkit report lightning_logs/version_0/perfkit -o report.html
     perfkit summary lightning_logs/version_0 --json
+    perfkit summary runs/exp1 --job 4121          # a directory two jobs wrote: pick one
     perfkit compare runs/baseline runs/more_workers
 
 A new subcommand is a ``_add_<name>(subparsers)`` function that sets ``run`` (a callable taking
@@ -111,6 +112,7 @@ def _add_report(subparsers: Subparsers) -> None:
     p = subparsers.add_parser("report", help="write a run directory's HTML report (one self-contained file)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("-o", "--out", metavar="FILE", help="where to write it (default RUN_DIR/report.html)")
+    _add_job_option(p)
     p.set_defaults(run=_report)
 
 
@@ -118,7 +120,7 @@ def _report(args: argparse.Namespace) -> int:
     from .reports import write_html_report
 
     try:
-        path = write_html_report(find_run_dir(args.run_dir), args.out)
+        path = write_html_report(find_run_dir(args.run_dir), args.out, job=args.job)
     except (ImportError, OSError, ValueError) as exc:  # matplotlib missing; not a run directory
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 2
@@ -133,6 +135,7 @@ def _add_summary(subparsers: Subparsers) -> None:
     p = subparsers.add_parser("summary", help="a run directory's verdicts and time account, in the terminal")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, or a logger's version directory")
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/diagnosis.md)")
+    _add_job_option(p)
     p.set_defaults(run=_summary)
 
 
@@ -140,10 +143,16 @@ def _summary(args: argparse.Namespace) -> int:
     from .findings import diagnose
     from .reports import diagnosis_text
 
-    run = readable_run(args.run_dir)
+    run = readable_run(args.run_dir, job=args.job)
     diagnosis = diagnose(run)
     if args.json:
-        print(json.dumps({**diagnosis.to_dict(), "problems": list(run.problems)}, indent=2))
+        jobs = [j.to_dict() for j in run.jobs]
+        print(
+            json.dumps(
+                {**diagnosis.to_dict(), "problems": list(run.problems), "job": run.job, "jobs": jobs},
+                indent=2,
+            )
+        )
     else:
         print(diagnosis_text(run, diagnosis))
     return 0
@@ -154,6 +163,8 @@ def _add_compare(subparsers: Subparsers) -> None:
     p.add_argument("run_a", metavar="RUN_A", help="the run before")
     p.add_argument("run_b", metavar="RUN_B", help="the run after")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--job-a", metavar="ID", help="the job of RUN_A to read (default: its newest)")
+    p.add_argument("--job-b", metavar="ID", help="the job of RUN_B to read (default: its newest)")
     p.set_defaults(run=_compare)
 
 
@@ -161,7 +172,7 @@ def _compare(args: argparse.Namespace) -> int:
     from .findings import compare_runs
     from .reports import comparison_text
 
-    a, b = readable_run(args.run_a), readable_run(args.run_b)
+    a, b = readable_run(args.run_a, job=args.job_a), readable_run(args.run_b, job=args.job_b)
     stages_a, stages_b = {w.stage for w in a.windows}, {w.stage for w in b.windows}
     if not stages_a & stages_b:
         raise ValueError(
@@ -172,12 +183,13 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def readable_run(path: str) -> RunData:
+def readable_run(path: str, *, job: str | None = None) -> RunData:
     """The run directory at ``path`` (see ``find_run_dir``), refused (``ValueError``) when the reader
-    found problems and not one window it could read: that is a broken run, not an empty one."""
+    found problems and not one window it could read: that is a broken run, not an empty one.
+    ``job``: which of the jobs that wrote it (default the newest; see ``read_run``)."""
     from .run import read_run
 
-    run = read_run(find_run_dir(path))
+    run = read_run(find_run_dir(path), job=job)
     if not run.windows and run.problems:
         raise ValueError(f"no window of {path} could be read: {run.problems[0]}")
     return run
@@ -204,6 +216,14 @@ def _version() -> str:
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=_positive_int, default=10, metavar="N", help="rows per table (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _add_job_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--job",
+        metavar="ID",
+        help="of a run directory several jobs wrote, the one to read: its id or pid (default: the newest)",
+    )
 
 
 def _positive_int(text: str) -> int:

@@ -14,6 +14,7 @@ from ._loops import LoopStats, all_loops
 from ._registry import current_registry
 from ._snapshot import NodeTotals, Path, Snapshot
 from ._units import format_seconds
+from .names import display_name
 
 HEAD = ("count", "total", "self", "mean", "p95", "max")
 
@@ -51,12 +52,13 @@ def report(snapshot: Snapshot | None = None) -> str:
 
 
 def _gauge_lines(snap: Snapshot) -> list[str]:
-    width = max(map(len, snap.gauges)) + 2
+    names = {name: display_name(name) for name in snap.gauges}
+    width = max(map(len, names.values())) + 2
     lines = ["gauges".ljust(width) + "".join(h.rjust(11) for h in ("min", "mean", "max", "last", "peak at"))]
     for name, g in snap.gauges.items():
         # A sample taken just before the window opened reads as a peak a hair before its start.
         cells = [f"{v:.1f}" for v in (g.min, g.mean, g.max, g.last)] + [f"{max(0.0, g.peak_at_s):.2f} s"]
-        lines.append(name.ljust(width) + "".join(c.rjust(11) for c in cells))
+        lines.append(names[name].ljust(width) + "".join(c.rjust(11) for c in cells))
     return lines
 
 
@@ -79,7 +81,12 @@ def tree_rows(snap: Snapshot) -> list[tuple[str, list[str]]]:
         node = tree[path]
         kids = sorted(children.get(path, []), key=total_of, reverse=True)
         branch = "" if depth == 0 else prefix + ("└─ " if tail else "├─ ")
-        rows.append((branch + path[-1], _cells(snap, path[-1], node, sum(tree[k].total_ns for k in kids))))
+        rows.append(
+            (
+                branch + display_name(path[-1]),
+                _cells(snap, path[-1], node, sum(tree[k].total_ns for k in kids)),
+            )
+        )
         inner = "" if depth == 0 else prefix + ("   " if tail else "│  ")
         for i, kid in enumerate(kids):
             walk(kid, inner, i == len(kids) - 1, depth + 1)
@@ -109,7 +116,7 @@ def _loop_lines(snap: Snapshot) -> list[str]:
     lines = []
     for loop in all_loops(snap):
         line = (
-            f"  {loop.name}: {loop.items} items, wait mean {format_seconds(loop.wait_mean_s)}, "
+            f"  {display_name(loop.name)}: {loop.items} items, wait mean {format_seconds(loop.wait_mean_s)}, "
             f"loop body mean {format_seconds(loop.loop_mean_s)}; waiting {loop.wait_share:.1%} of the loop"
         )
         lines.append(line)

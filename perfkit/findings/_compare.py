@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._rule import Verdict
+from ..names import display_name
 from ..run import RunData
 from ..stages import PARTS, StageWindow
 from ._diagnose import diagnose
@@ -73,7 +74,7 @@ class Comparison:
         c = self.because
         verb = "saved" if c.change_s < 0 else "added"
         return (
-            f"{self.conclusion}: {c.stage}'s {c.part.replace('_', ' ')} {verb} "
+            f"{self.conclusion}: {display_name(c.stage)}'s {c.part.replace('_', ' ')} {verb} "
             f"{abs(c.change_s) * 1e3:.2f} ms per step ({c.before_s * 1e3:.2f} -> {c.after_s * 1e3:.2f} ms, "
             f"noise band {c.noise_s * 1e3:.2f} ms)"
         )

@@ -12,7 +12,7 @@ import math
 
 from .._rule import Outcome, Rule, kinds
 from .._units import format_seconds
-from ..names import stage_label, step_series, wait_series
+from ..names import display_name, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
 
@@ -29,7 +29,9 @@ INPUT_MIN = 0.10
 def input_bound(case: Case) -> Outcome:
     a = case.window.account
     if not a.seconds("data_wait") and wait_series(case.window.loader_name) not in case.window.snapshot:
-        return case.abstain(f"{wait_series(case.window.loader_name)} (the loader was not timed)")
+        return case.abstain(
+            f"{display_name(wait_series(case.window.loader_name))} (the loader was not timed)"
+        )
     started, first_extra = boundary(case)
     waiting = max(
         0.0, a.seconds("data_wait") - started - first_extra
@@ -59,13 +61,13 @@ def input_bound(case: Case) -> Outcome:
     if stalled:  # which worker-side stage the loop was waiting for, wait by wait
         stage_name, seconds = max(stalled.items(), key=lambda kv: kv[1])
         message += (
-            f"; of its {_ms(a.seconds('data_wait'))} of waiting, {_ms(seconds)} was {stage_name} "
-            "running in the workers"
+            f"; of its {_ms(a.seconds('data_wait'))} of waiting, {_ms(seconds)} was "
+            f"{display_name(stage_name)} running in the workers"
         )
         evidence["stalled_on_top_s"] = seconds
     elif w.top_section is not None and w.top_section.self_s > 0:
         share_of_batch = w.top_section.self_s / (w.batch_s * w.batches) if w.batch_s > 0 else 0.0
-        message += f", {share_of_batch:.0%} of it in {w.top_section.name}"
+        message += f", {share_of_batch:.0%} of it in {display_name(w.top_section.name)}"
         evidence["top_worker_section_fraction"] = share_of_batch
     needed = workers_needed(w.batch_s, loop_s) if loop_s else None
     if needed is None:
@@ -81,7 +83,7 @@ def input_bound(case: Case) -> Outcome:
         action = f"raise num_workers from {w.count} to {needed}"
     else:
         evidence["workers_needed"] = float(needed)
-        section = f" ({w.top_section.name})" if w.top_section is not None else ""
+        section = f" ({display_name(w.top_section.name)})" if w.top_section is not None else ""
         action = (
             f"{needed} workers would be needed but only {case.cores} core(s) are free for workers: the "
             f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
@@ -143,7 +145,7 @@ SECTION_MIN = 0.10
 
 def compute_bound(case: Case) -> Outcome:
     if step_series(case.stage) not in case.window.snapshot:
-        return case.abstain(f"{step_series(case.stage)} (no step was timed)")
+        return case.abstain(f"{display_name(step_series(case.stage))} (no step was timed)")
     share = case.fraction("step")
     if share < COMPUTE_MIN:
         return None
@@ -168,10 +170,10 @@ def slow_section(case: Case) -> Outcome:
         return None
     where = " > ".join(top.path)
     message = (
-        f"section {where} takes {share:.0%} of the {stage_label(case.stage)} epoch "
+        f"section {display_name(where)} takes {share:.0%} of the {stage_label(case.stage)} epoch "
         f"({_ms(top.self_s)} of its own time over {top.count} calls)"
     )
-    action = f"make {top.name} cheaper: it is the largest part of the loop you timed"
+    action = f"make {display_name(top.name)} cheaper: it is the largest part of the loop you timed"
     evidence = {"self_s": top.self_s, "calls": float(top.count)}
     return case.verdict(share, message, action, subject=where, evidence=evidence)
 
@@ -189,8 +191,11 @@ def callback_overhead(case: Case) -> Outcome:
     share = seconds / case.wall_s if case.wall_s > 0 else 0.0
     if share < CALLBACK_MIN:
         return None
-    message = f"callback {owner} takes {share:.0%} of the {stage_label(case.stage)} epoch in its hooks"
-    action = f"make {owner}'s hooks cheaper or run them less often (every N steps, at epoch end)"
+    label = stage_label(case.stage)
+    message = f"callback {display_name(owner)} takes {share:.0%} of the {label} epoch in its hooks"
+    action = (
+        f"make {display_name(owner)}'s hooks cheaper or run them less often (every N steps, at epoch end)"
+    )
     return case.verdict(share, message, action, subject=owner, evidence={"hook_s": seconds})
 
 
@@ -237,7 +242,7 @@ def _explaining_part(w: StageWindow, t: StageWindow, n_w: int, n_t: int) -> tupl
     if best == "step":
         sections = [s for s in main_sections(w.snapshot) if s.self_s / n_w > 0.5 * extra]
         if sections:
-            best = f"step ({sections[0].name})"
+            best = f"step ({display_name(sections[0].name)})"
     return best, extra
 
 
@@ -289,7 +294,7 @@ def regression(case: Case) -> Outcome:
     name = step_series(case.stage)
     before, after = base.snapshot.get(name), case.window.snapshot.get(name)
     if before is None or after is None or before.count < 2 or after.count < 2:
-        return case.abstain(f"{name} in two epochs with at least two steps each")
+        return case.abstain(f"{display_name(name)} in two epochs with at least two steps each")
     grew = after.mean_s - before.mean_s
     noise = NOISE_SIGMAS * math.sqrt(before.std_s**2 / before.count + after.std_s**2 / after.count)
     if grew <= noise or grew < REGRESSION_MIN * before.mean_s:

@@ -14,15 +14,19 @@ from ._verdict import Diagnosis
 FILE = "verdicts.json"
 
 
-def write_diagnosis(run_dir: str | os.PathLike[str]) -> Diagnosis | None:
+def write_diagnosis(run_dir: str | os.PathLike[str], *, job: str | None = None) -> Diagnosis | None:
     """Diagnose the run directory ``run_dir`` and write its ``verdicts.json`` (written whole, then
-    renamed into place); None, with one warning, when the run cannot be read or the file written."""
+    renamed into place); None, with one warning, when the run cannot be read or the file written.
+    ``job``: of a directory several jobs wrote, the one to diagnose (default the newest); a job
+    beside another writes ``verdicts_JOB.json``, so neither replaces the other's."""
     path = Path(run_dir)
     try:
-        diagnosis = diagnose(read_run(path))
-        tmp = path / (FILE + ".tmp")
+        run = read_run(path, job=job)
+        diagnosis = diagnose(run)
+        suffix = next((j.suffix for j in run.jobs if j.id == run.job), "")
+        tmp = path / f"verdicts{suffix}.json.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(diagnosis.to_dict(), indent=2), encoding="utf-8")
-        os.replace(tmp, path / FILE)
+        os.replace(tmp, path / f"verdicts{suffix}.json")
     except (OSError, ValueError) as exc:  # the run's own data are on disk whatever happens here
         warn(f"perfkit: cannot write the diagnosis of {path}: {exc!r}")
         return None

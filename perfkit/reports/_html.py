@@ -9,10 +9,18 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
+from ..names import display_name
+
 
 def e(text: object) -> str:
-    """``text`` escaped for HTML content and attribute values."""
-    return html.escape(str(text))
+    r"""``text`` escaped for HTML content and attribute values; a NUL, a newline, another control
+    character or a bidi override (in a name from a trace, a file path, a user's f-string) shown as
+    an escape (``display_name``), never raw.
+
+    >>> e("<b>a\x00b</b>")
+    '&lt;b&gt;a\\x00b&lt;/b&gt;'
+    """
+    return html.escape(display_name(text, width=None))
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[str]], *, first_class: str = "") -> str:

@@ -49,8 +49,12 @@ SECTIONS = {
 SLOWEST_PER_PHASE = 10
 
 
-def write_html_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
-    """Write the report of ``run_dir`` to ``out`` (default ``RUN_DIR/report.html``); returns its path.
+def write_html_report(
+    run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *, job: str | None = None
+) -> Path:
+    """Write the report of ``run_dir`` to ``out`` (default ``RUN_DIR/report.html``, or
+    ``report_JOB.html`` for a job beside another); returns its path. ``job``: of a directory
+    several jobs wrote, the one to report (default the newest; see ``read_run``).
 
     Raises ``FileNotFoundError`` or ``ValueError`` naming the file when the run directory
     is missing or broken (see ``read_run``).
@@ -58,8 +62,9 @@ def write_html_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[st
     >>> write_html_report("runs/exp1")  # doctest: +SKIP
     PosixPath('runs/exp1/report.html')
     """
-    run = read_run(run_dir)
-    path = Path(out) if out is not None else run.path / "report.html"
+    run = read_run(run_dir, job=job)
+    suffix = next((j.suffix for j in run.jobs if j.id == run.job), "")
+    path = Path(out) if out is not None else run.path / f"report{suffix}.html"
     path.write_text(render_html(run, link_base=path.parent), encoding="utf-8")
     return path
 

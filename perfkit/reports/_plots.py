@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .._snapshot import Snapshot
-from ..names import stage_label, step_series
+from ..names import display_name, stage_label, step_series
 from ..run import RunTrace, RunWindow
 from ..stages import PARTS
 from ..trace import ALL_PHASES
@@ -69,12 +69,13 @@ def _figure(width: float, height: float) -> Figure:
 
 def plain(text: str) -> str:
     r"""User text (a stage, a series, a phase name) for matplotlib, which would read ``$...$`` as
-    mathtext and fail on ``$\frac{a$``: every ``$`` is escaped, so the text is drawn as written.
+    mathtext and fail on ``$\frac{a$``: every ``$`` is escaped, so the text is drawn as written;
+    a control character is drawn as its escape and a long name elided (``display_name``).
 
     >>> plain("val $x$")
     'val \\$x\\$'
     """
-    return text.replace("$", r"\$")
+    return display_name(text, 80).replace("$", r"\$")
 
 
 def _by_stage(windows: Sequence[RunWindow]) -> dict[str, list[RunWindow]]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from .._snapshot import Snapshot
 from .._units import format_seconds
 from ..findings import Verdict
-from ..names import is_stage_series
+from ..names import display_name, is_stage_series
 from ..stages import PARTS, StageWindow, stage_prefix
 
 
@@ -23,7 +23,9 @@ def summary_text(
     ``verdict`` (the epoch's top verdict) comes right after the first line."""
     p = stage_prefix(window.stage, prefix)
     steps = int(metrics.get(f"{p}/steps", 0))
-    head = f"[perfkit] {window.stage} epoch {window.epoch}: {steps} steps in {format_seconds(window.wall_s)}"
+    head = f"[perfkit] {display_name(window.stage)} epoch {window.epoch}: {steps} steps in " + format_seconds(
+        window.wall_s
+    )
     if f"{p}/samples_per_s" in metrics:
         head += f", {metrics[f'{p}/samples_per_s']:.1f} samples/s"
     ratio = metrics.get(f"{p}/time_per_sample_vs_train_ratio")
@@ -32,7 +34,8 @@ def summary_text(
     lines = [head]
     if verdict is not None:
         lines.append(
-            f"  verdict  {verdict.kind} ({verdict.share:.0%}): {verdict.message} -> {verdict.action}"
+            f"  verdict  {verdict.kind} ({verdict.share:.0%}): {display_name(verdict.message, None)} -> "
+            + display_name(verdict.action, None)
         )
     lines.append("  time     " + _account_line(window))
     if steps:
@@ -47,7 +50,7 @@ def summary_text(
     if series:
         lines.append("  series   " + series)
     memory = ", ".join(
-        f"{k.rsplit('/', 1)[1].replace('_peak_mb', '')} {v / 1024:.2f} GB"
+        f"{display_name(k.rsplit('/', 1)[1].replace('_peak_mb', ''))} {v / 1024:.2f} GB"
         for k, v in metrics.items()
         if k.endswith("_peak_mb") and "/series/" not in k
     )
@@ -71,7 +74,7 @@ def lost_line(snap: Snapshot) -> str:
         if snap.dropped_in_transfer
         else []
     )
-    parts += [f"{n:,} records dropped ({reason})" for reason, n in snap.dropped.items()]
+    parts += [f"{n:,} records dropped ({display_name(reason)})" for reason, n in snap.dropped.items()]
     return "; ".join(parts)
 
 
@@ -86,7 +89,7 @@ def _account_line(window: StageWindow) -> str:
         subjects = a.subjects.get(part, {}) if part == "callbacks" else {}
         top = sorted(subjects.items(), key=lambda kv: -kv[1])[:2]
         if top and a.wall_s > 0:
-            text += " (" + ", ".join(f"{n} {s / a.wall_s:.0%}" for n, s in top) + ")"
+            text += " (" + ", ".join(f"{display_name(n)} {s / a.wall_s:.0%}" for n, s in top) + ")"
         parts.append(text)
     if window.nested_s > 0:
         parts.append(f"+ {format_seconds(window.nested_s)} in other stages run inside it")
@@ -112,7 +115,9 @@ def _data_line(metrics: Mapping[str, float], p: str, stalled: Mapping[str, float
     if stalled:
         top = sorted(stalled.items(), key=lambda kv: -kv[1])[:2]
         parts.append(
-            "waiting on " + ", ".join(f"{n} {format_seconds(s)}" for n, s in top) + " in the workers"
+            "waiting on "
+            + ", ".join(f"{display_name(n)} {format_seconds(s)}" for n, s in top)
+            + " in the workers"
         )
     return "; ".join(parts)
 
@@ -133,13 +138,15 @@ def series_line(snap: Snapshot, wall_s: float, top: int = 4) -> str:
         if ids:
             workers.append((name, sum(split[w].total_s for w in ids), len(ids)))
     wall = wall_s or 1.0
-    parts = [f"{n} {format_seconds(s)} ({s / wall:.0%} of the epoch)" for n, s in main[:top]]
+    parts = [f"{display_name(n)} {format_seconds(s)} ({s / wall:.0%} of the epoch)" for n, s in main[:top]]
     for n, s, k in sorted(workers, key=lambda x: -x[1])[:top]:
         whose = "1 worker's" if k == 1 else f"{k} workers'"
-        parts.append(f"{n} {format_seconds(s)} in workers ({s / (k * wall):.0%} of the {whose} time)")
+        parts.append(
+            f"{display_name(n)} {format_seconds(s)} in workers ({s / (k * wall):.0%} of the {whose} time)"
+        )
     return ", ".join(parts)
 
 
 def _slow(batch_idx: int, duration_s: float, tags: Mapping[str, float]) -> str:
-    text = "".join(f", {k}={v:g}" for k, v in tags.items())
+    text = "".join(f", {display_name(k)}={v:g}" for k, v in tags.items())
     return f"batch {batch_idx} ({duration_s * 1e3:.1f} ms{text})"

@@ -6,13 +6,15 @@ with perfkit.window("val", epoch=0, sinks=[RunWriter("runs/exp1")]) as w:
 read_run("runs/exp1").windows[0].metric("step_ms_p95")
 """
 
+from ._jobs import RunJob
 from ._reader import RunData, RunTrace, RunWindow, read_run
 from ._script import ScriptWindow, window
-from ._writer import FORMAT, RunWriter, describe_os_error, file_stem
+from ._writer import FORMAT, RunWriter, describe_os_error, file_stem, this_job
 
 __all__ = [
     "FORMAT",
     "RunData",
+    "RunJob",
     "RunTrace",
     "RunWindow",
     "RunWriter",
@@ -20,5 +22,6 @@ __all__ = [
     "describe_os_error",
     "file_stem",
     "read_run",
+    "this_job",
     "window",
 ]

@@ -9,6 +9,10 @@ that is torn or not JSON (a killed run, a full disk), a window whose snapshot is
 missing, broken or points outside the directory, a ``run.json`` left empty, are
 each skipped and listed in ``problems``, with the windows the writer numbered but
 never completed. Only a path that is not a run directory raises.
+
+A directory two jobs wrote (two processes given the same run directory) is read one job at
+a time (``job=``, default the newest): the other jobs are named in ``problems`` and
+``jobs``, never counted in with this one (see ``_jobs``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._snapshot import Snapshot
+from ..names import display_name
 from ..stages import SlowStep, StageWindow, stage_prefix
+from ._jobs import RunJob, job_of, jobs_problem, list_jobs, pick
 
 if TYPE_CHECKING:
     from ..trace import TraceAnalysis
@@ -39,6 +45,10 @@ class RunWindow:
     end_ns: int
     metrics: Mapping[str, float]
     snapshot_file: str
+    job: str = ""
+    """The job (process) that wrote it; see ``RunData.jobs``."""
+    writer: str | None = None
+    """The writer of that job that numbered it (a trainer's fit, then its test)."""
 
     @property
     def stage(self) -> str:
@@ -108,12 +118,20 @@ class RunData:
     traces: tuple[RunTrace, ...]
     final: Snapshot | None
     problems: tuple[str, ...]
+    job: str = ""
+    """The job read (its windows, traces and final snapshot); ``""`` for a run of one unnamed job."""
+    jobs: tuple[RunJob, ...] = ()
+    """Every job that wrote the directory, oldest first (one for a run of one process)."""
 
 
-def read_run(path: str | os.PathLike[str]) -> RunData:
+def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData:
     """Read and check the run directory ``path``: what can be read is returned, what cannot is
     listed in ``problems`` (a torn or corrupt line, a window whose snapshot is missing, broken
     or outside the directory, windows the writer could not write, a missing ``final.json``).
+
+    ``job`` picks one of the jobs that wrote the directory (``RunData.jobs``: its id, or the
+    start of it such as its pid); by default the newest one that finished a window. The other
+    jobs' windows are left out, and named first in ``problems``: two jobs are never one run.
 
     Raises ``FileNotFoundError`` only when ``path`` is not a run directory (no such
     directory, or neither ``run.json`` nor ``windows.jsonl`` in it).
@@ -137,25 +155,43 @@ def read_run(path: str | os.PathLike[str]) -> RunData:
             f"{windows_file} is missing: no window of this run finished, or it is not a perfkit run directory"
         )
     meta = _read_json(root / "run.json", problems) or {}
+    lines = _lines(windows_file, problems) if windows_file.is_file() else []
+    traces_file = root / "traces.jsonl"
+    trace_lines = _lines(traces_file, problems) if traces_file.is_file() else []
+    jobs = list_jobs(meta, [line for _, line in lines])
+    chosen = pick(jobs, job)
+    mine = chosen.id if chosen is not None else ""
+    said = jobs_problem(jobs, chosen) if chosen is not None else None
+    problems[:0] = [said] if said else []
+    lines = [(n, line) for n, line in lines if job_of(line) == mine]
     windows: list[RunWindow] = []
     if windows_file.is_file():
-        lines = _lines(windows_file, problems)
         windows = [w for n, line in lines if (w := _or_problem(problems, n, _window, root, n, line))]
-        _missing_windows(lines, meta, problems)
+        _missing_windows(lines, meta, problems, mine)
     else:
         problems.append("windows.jsonl is missing: no window of this run finished")
-    traces_file = root / "traces.jsonl"
-    traces = []
-    if traces_file.is_file():
-        traces = [
-            t for n, x in _lines(traces_file, problems) if (t := _or_problem(problems, n, _trace, root, n, x))
-        ]
-    final = None
-    if (root / "final.json").is_file():
-        final = _or_problem(problems, "final.json", _snapshot, root / "final.json")
-    else:
-        problems.append("final.json is missing: the run did not finish (killed, or still running)")
-    return RunData(root, meta, tuple(windows), tuple(traces), final, tuple(problems))
+    traces = [  # a line written before jobs were recorded may be any job's: it is kept
+        t
+        for n, x in trace_lines
+        if ("job" not in x or x["job"] == mine) and (t := _or_problem(problems, n, _trace, root, n, x))
+    ]
+    final = _final(root, jobs, chosen, problems)
+    return RunData(root, meta, tuple(windows), tuple(traces), final, tuple(problems), mine, tuple(jobs))
+
+
+def _final(root: Path, jobs: list[RunJob], chosen: RunJob | None, problems: list[str]) -> Snapshot | None:
+    """The job's ``final{suffix}.json``; ``final.json`` of a directory older jobs share is nobody's."""
+    name = f"final{chosen.suffix if chosen is not None else ''}.json"
+    if chosen is not None and not chosen.suffix and sum(not j.suffix for j in jobs) > 1:
+        problems.append(
+            "final.json is left out: the jobs written by an older perfkit share it, so it may be "
+            "another job's (the windows below are this job's own)"
+        )
+        return None
+    if (root / name).is_file():
+        return _or_problem(problems, name, _snapshot, root / name)
+    problems.append(f"{name} is missing: the run did not finish (killed, or still running)")
+    return None
 
 
 T = TypeVar("T")
@@ -231,9 +267,9 @@ def _lines(file: Path, problems: list[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _missing_windows(
-    lines: list[tuple[str, dict[str, Any]]], meta: Mapping[str, Any], problems: list[str]
+    lines: list[tuple[str, dict[str, Any]]], meta: Mapping[str, Any], problems: list[str], job: str
 ) -> None:
-    """Windows the writer numbered but whose line is not there, and those it recorded as lost."""
+    """Windows the job's writers numbered but whose line is not there, and those recorded as lost."""
     seen: dict[str, set[int]] = {}
     for _, line in lines:
         seq, writer = line.get("seq"), line.get("writer")
@@ -247,9 +283,9 @@ def _missing_windows(
     lost = meta.get("lost")
     told: set[tuple[str, int]] = set()
     for item in lost if isinstance(lost, list) else []:
-        if isinstance(item, dict):
+        if isinstance(item, dict) and job_of(item) == job:
             told.add((str(item.get("writer")), item.get("seq", -1)))
-            stage, epoch, reason = (item.get(k, "?") for k in ("stage", "epoch", "reason"))
+            stage, epoch, reason = (display_name(item.get(k, "?")) for k in ("stage", "epoch", "reason"))
             problems.append(f"{stage} epoch {epoch}: not written ({reason})")
     for writer, seqs in seen.items():
         gaps = [n for n in range(max(seqs) + 1) if n not in seqs and (writer, n) not in told]
@@ -282,9 +318,10 @@ def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
     stage = _field(line, "stage" if "stage" in line else "phase", str, where)
     snapshot_file = _field(line, "snapshot", str, where)
     epoch = _field(line, "epoch", int, where)
-    file = _inside(root, snapshot_file, where, f"the snapshot of {stage} epoch {epoch}")
+    what = f"the snapshot of {display_name(stage)} epoch {epoch}"
+    file = _inside(root, snapshot_file, where, what)
     if not file.is_file():
-        raise FileNotFoundError(f"the snapshot of {stage} epoch {epoch}, {snapshot_file}, is missing")
+        raise FileNotFoundError(f"{what}, {display_name(snapshot_file)}, is missing")
     wall = _field(line, "wall_s", (int, float), where)
     if not 0 <= wall < float("inf"):
         raise ValueError(f"{where}: 'wall_s' must be a finite number >= 0, got {wall!r}")
@@ -302,6 +339,8 @@ def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
         end_ns=_field(line, "end_ns", int, where),
         metrics=_metrics(_field(line, "metrics", dict, where), where),
         snapshot_file=snapshot_file,
+        job=job_of(line),
+        writer=line.get("writer") if isinstance(line.get("writer"), str) else None,
     )
 
 

@@ -17,30 +17,61 @@ A write that fails (permissions, a full disk) is warned about once per kind, in 
 lost are listed by the reader (each line is numbered, and ``run.json`` records them).
 A ``RunWriter`` is a sink: give it to ``perfkit.window(sinks=...)`` or a monitor's
 ``sinks=`` like any other.
+
+Several jobs may write one directory at once (two array jobs or a re-launched job given the
+same ``run_dir``): each process is a *job* (``this_job()``: its pid and a random part), and a
+second job writes beside the first under its own id rather than moving elsewhere, so the run
+is where its config says. Every line carries its ``job``; ``run.json`` lists the jobs
+(``jobs``: pid, host, start, their meta and the suffix of their own files, ``final_JOB.json``
+for any job but the directory's first); a snapshot's file name is claimed with ``O_EXCL``,
+temporary files are named per process, and lines are appended whole under an ``flock``. The
+reader keeps the jobs apart (``read_run(path, job=...)``). Writers of one process (a trainer's
+test after its fit) are one job.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import itertools
 import json
 import os
 import re
+import secrets
+import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from .._snapshot import Snapshot
 from .._version import __version__
 from .._warn import WarnOnce, log
+from ..names import display_name
 from ..stages import StageWindow
 
 FORMAT = 2
 """1: lines named the stage ``phase`` and carried no prefix or account (still read)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+LOCK = ".lock"
+"""The file whose ``flock`` serialises jobs' updates of ``run.json``."""
+_JOB: tuple[int, str] | None = None
+
+
+def this_job() -> str:
+    """This process's job id, as the lines it writes carry it: its pid and a random part (a pid is
+    reused, and two hosts sharing a file system have the same ones). A forked child gets its own.
+
+    >>> this_job() == this_job() and this_job().startswith(f"{os.getpid()}-")
+    True
+    """
+    global _JOB
+    pid = os.getpid()
+    if _JOB is None or _JOB[0] != pid:
+        _JOB = (pid, f"{pid}-{secrets.token_hex(4)}")
+    return _JOB[1]
 
 
 def file_stem(name: str) -> str:
@@ -73,7 +104,10 @@ class RunWriter:
         self.prefix = prefix
         self._warn = WarnOnce()
         self._names: set[str] = set()
+        self.job = this_job()
+        """The job this writer's lines belong to (``this_job()``: every writer of this process)."""
         self._id = f"{os.getpid()}-{next(_WRITERS)}"  # numbers windows apart from another writer's
+        self._suffix = ""  # of this job's own files (final.json): "" for the directory's first job
         self._seq = 0
         self.lost: list[dict[str, Any]] = []
         """Windows that could not be written: writer, seq, stage, epoch and the reason."""
@@ -85,12 +119,29 @@ class RunWriter:
         return f"RunWriter({str(self.path)!r})"
 
     def _start(self, meta: dict[str, Any]) -> None:
-        self._info = {"format": FORMAT, "perfkit": __version__, "started_unix": time.time(), "meta": meta}
+        now = time.time()
+        self._info = {"format": FORMAT, "perfkit": __version__, "started_unix": now, "meta": meta}
         (self.path / "windows").mkdir(parents=True, exist_ok=True)
         run_json = self.path / "run.json"
-        if run_json.exists() and run_json.stat().st_size > 0:  # another writer of the same run
-            return
-        write_atomically(run_json, json.dumps(self._info, indent=2, default=str))
+        with locked(self.path / LOCK):
+            info = _read_object(run_json) or {**self._info, "jobs": {}}
+            jobs = info.get("jobs")
+            # A run.json without jobs was written before they were recorded: its job keeps final.json.
+            first = isinstance(jobs, dict) and not jobs
+            jobs = info["jobs"] = jobs if isinstance(jobs, dict) else {}
+            entry = jobs.get(self.job)
+            if isinstance(entry, dict) and isinstance(entry.get("suffix"), str):
+                self._suffix = entry["suffix"]  # another writer of this process: a test after its fit
+                return
+            self._suffix = "" if first else f"_{file_stem(self.job)}"
+            jobs[self.job] = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started_unix": now,
+                "meta": meta,
+                "suffix": self._suffix,
+            }
+            write_atomically(run_json, json.dumps(info, indent=2, default=str))
 
     def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
         """As a sink: record ``window`` (see ``add_window``)."""
@@ -112,17 +163,20 @@ class RunWriter:
         self, window: StageWindow, metrics: Mapping[str, float], step: int | None, seq: int
     ) -> None:
         stem = f"{file_stem(window.stage)}_epoch{window.epoch}"
-        name, k = stem, 2
-        # several validation runs in one epoch, or another writer of the same run directory (a
-        # trainer's test after its fit): never replace a snapshot another line points to
-        while name in self._names or (self.path / "windows" / f"{name}.json").exists():
-            name = f"{stem}_{k}"
-            k += 1
-        self._names.add(name)
-        snapshot_file = f"windows/{name}.json"
+        text = window.snapshot.to_json()
         try:
             (self.path / "windows").mkdir(parents=True, exist_ok=True)
-            write_atomically(self.path / snapshot_file, window.snapshot.to_json())
+            # Several validation runs in one epoch, a trainer's test after its fit, another job
+            # writing this directory: a name is claimed (O_EXCL), never replaced, never shared.
+            for k in itertools.count(1):
+                name = stem if k == 1 else f"{stem}_{k}"
+                if name in self._names:
+                    continue
+                self._names.add(name)
+                with contextlib.suppress(FileExistsError):
+                    write_atomically(self.path / "windows" / f"{name}.json", text, new=True)
+                    break
+            snapshot_file = f"windows/{name}.json"
             line = {
                 **window.to_dict(),
                 "step": step,
@@ -133,6 +187,7 @@ class RunWriter:
                 "snapshot": snapshot_file,
                 "seq": seq,
                 "writer": self._id,
+                "job": self.job,
             }
             append_line(self.path / "windows.jsonl", line, sync=True)
         except OSError as exc:
@@ -140,6 +195,7 @@ class RunWriter:
             self.lost.append(
                 {
                     "writer": self._id,
+                    "job": self.job,
                     "seq": seq,
                     "stage": window.stage,
                     "epoch": window.epoch,
@@ -149,7 +205,7 @@ class RunWriter:
             # On the console with each lost window, not only in the once-per-kind warning.
             log.warning(
                 "perfkit: %s epoch %s was not written to %s: %s",
-                window.stage,
+                display_name(window.stage),
                 window.epoch,
                 self.path,
                 reason,
@@ -166,13 +222,21 @@ class RunWriter:
         rank: int = 0,
     ) -> None:
         """Record one profiler window: where its trace is, and what its analysis found."""
-        line = {"stage": stage, "epoch": epoch, "rank": rank, "trace": str(trace), "summary": summary}
+        line = {
+            "stage": stage,
+            "epoch": epoch,
+            "rank": rank,
+            "trace": str(trace),
+            "summary": summary,
+            "job": self.job,
+        }
         if self._safely("trace", append_line, self.path / "traces.jsonl", line):
             self._save_lost()
 
     def finish(self, snapshot: Snapshot) -> None:
-        """Write the whole run's snapshot."""
-        self._safely("final.json", write_atomically, self.path / "final.json", snapshot.to_json())
+        """Write the whole run's snapshot (``final.json``; ``final_JOB.json`` for a job beside another)."""
+        name = f"final{self._suffix}.json"
+        self._safely(name, write_atomically, self.path / name, snapshot.to_json())
         self._save_lost()
 
     def _save_lost(self) -> None:
@@ -180,17 +244,17 @@ class RunWriter:
         if len(self.lost) == self._lost_saved:
             return
         run_json = self.path / "run.json"
-        try:
-            info = json.loads(run_json.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            info = None
-        info = info if isinstance(info, dict) else dict(self._info)
-        recorded = info.get("lost")
-        known: list[Any] = recorded if isinstance(recorded, list) else []
-        seen = {(x.get("writer"), x.get("seq")) for x in known if isinstance(x, dict)}
-        info["lost"] = [*known, *(x for x in self.lost if (x["writer"], x["seq"]) not in seen)]
-        if self._safely("run.json", write_atomically, run_json, json.dumps(info, indent=2, default=str)):
+        if self._safely("run.json", self._record_lost, run_json):
             self._lost_saved = len(self.lost)
+
+    def _record_lost(self, run_json: Path) -> None:
+        with locked(self.path / LOCK):  # another job may be recording its own
+            info = _read_object(run_json) or dict(self._info)
+            recorded = info.get("lost")
+            known: list[Any] = recorded if isinstance(recorded, list) else []
+            seen = {(x.get("writer"), x.get("seq")) for x in known if isinstance(x, dict)}
+            info["lost"] = [*known, *(x for x in self.lost if (x["writer"], x["seq"]) not in seen)]
+            write_atomically(run_json, json.dumps(info, indent=2, default=str))
 
     def _safely(self, what: str, fn: Any, *args: Any) -> bool:
         try:
@@ -222,9 +286,16 @@ def describe_os_error(exc: OSError) -> str:
     return f"{words} ({exc.filename})" if exc.filename else words
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``path`` through a temporary file and a rename: a full disk leaves the old file whole."""
-    tmp = path.with_name(path.name + ".tmp")
+def write_atomically(path: Path, text: str, *, new: bool = False) -> None:
+    """Write ``path`` through a temporary file and a rename: a full disk leaves the old file whole.
+
+    The temporary name is this process's own (pid and a random part), so two writers of one
+    file never write into each other's. ``new``: claim the name first (``O_EXCL``), raising
+    ``FileExistsError`` when another writer has it, so a file is never replaced.
+    """
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    if new:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -234,7 +305,31 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if new:  # the claimed name, left empty: free it for the next window
+            with contextlib.suppress(OSError):
+                path.unlink()
         raise
+
+
+@contextlib.contextmanager
+def locked(file: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``file`` (created if missing) for the block; where the file
+    system has no locks, the block runs unlocked (the writes are still whole)."""
+    fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _read_object(file: Path) -> dict[str, Any] | None:
+    try:
+        info = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
 
 
 def append_line(path: Path, line: Mapping[str, Any], *, sync: bool = False) -> None:
@@ -243,6 +338,8 @@ def append_line(path: Path, line: Mapping[str, Any], *, sync: bool = False) -> N
     data = (json.dumps(line, default=str) + "\n").encode("utf-8")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        with contextlib.suppress(OSError):  # another job appending: one line at a time, whole
+            fcntl.flock(fd, fcntl.LOCK_EX)
         size = _untorn(fd)
         try:
             view = memoryview(data)

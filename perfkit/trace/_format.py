@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Sequence
 
 from .._units import plural
+from ..names import display_name
 from ._phases import ALL_PHASES
 from ._results import TraceAnalysis
 from ._text import table, terminal_width
@@ -42,7 +43,7 @@ def format_analysis(
             + "; ".join(_peak(m.device, m.allocated_bytes, m.reserved_bytes, m.source) for m in a.memory)
         )
     if a.sections:
-        lines.append("Sections: " + ", ".join(f"{s.name} {s.share:.1%}" for s in a.sections))
+        lines.append("Sections: " + ", ".join(f"{display_name(s.name)} {s.share:.1%}" for s in a.sections))
     if a.skipped:
         lines.append("Skipped: " + "; ".join(f"{plural(s.count, 'event')}: {s.reason}" for s in a.skipped))
     lines += findings_lines([v.text for v in a.findings], w + 2)

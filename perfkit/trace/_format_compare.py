@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..names import display_name
 from ._diff import Changes, TimeChange, TraceDiff
 from ._format import findings_lines
 from ._phases import ALL_PHASES
@@ -50,7 +51,7 @@ def format_diff(diff: TraceDiff, *, width: int | None = None) -> str:
         lines.append(f"Hidden below the noise floor of {us(d.noise_floor_us)} per step: " + ", ".join(parts))
     if d.grown_sections:
         sections = [
-            f"{c.name} {us(c.before_us)} -> {us(c.after_us)} ({signed(c.change_us)})"
+            f"{display_name(c.name)} {us(c.before_us)} -> {us(c.after_us)} ({signed(c.change_us)})"
             for c in d.grown_sections
         ]
         lines.append("Sections that grew per step: " + ", ".join(sections))
@@ -98,7 +99,7 @@ def _rank_row(a: TraceAnalysis) -> list[str]:
     steps = max(a.step_count, 1)
     busy = "-" if a.gpu_busy_share is None else f"{a.gpu_busy_share:.1%}"
     overlap = "-" if a.comm is None else f"{a.comm.overlap_share:.1%}"
-    top = a.top_cuda_kernels[0].name if a.top_cuda_kernels else "-"
+    top = display_name(a.top_cuda_kernels[0].name, None) if a.top_cuda_kernels else "-"
     return (
         [str(a.rank), str(a.step_count), us(a.span_us / steps), us(work_per_step(a))]
         + [f"{a.phases.share(p):.1%}" for p in ALL_PHASES]

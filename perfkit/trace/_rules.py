@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .._rule import Rule, Verdict, kinds, verdict
 from .._units import format_seconds, plural
+from ..names import display_name
 
 if TYPE_CHECKING:
     from ._results import TraceAnalysis
@@ -48,14 +49,15 @@ def _data_loading(a: TraceAnalysis) -> Iterable[Verdict]:
 def _sections(a: TraceAnalysis) -> Iterable[Verdict]:
     for s in a.sections:
         if s.share >= SECTION_MIN_SHARE:
-            yield verdict(s.share, f"section {s.name!r} takes {s.share:.1%} of step time", subject=s.name)
+            text = f"section '{display_name(s.name)}' takes {s.share:.1%} of step time"
+            yield verdict(s.share, text, subject=s.name)
 
 
 def _cpu_op(a: TraceAnalysis) -> Iterable[Verdict]:
     if a.top_cpu_ops and a.top_cpu_ops[0].share >= CPU_OP_MIN_SHARE:
         op = a.top_cpu_ops[0]
         text = (
-            f"{op.name} takes {op.share:.1%} of CPU op self time"
+            f"{display_name(op.name)} takes {op.share:.1%} of CPU op self time"
             f" ({format_seconds(op.self_us / 1e6)} over {plural(op.count, 'call')})"
         )
         yield verdict(op.share, text, subject=op.name)
@@ -94,7 +96,9 @@ def _optimizer(a: TraceAnalysis) -> Iterable[Verdict]:
         if batched is None:
             advice = "a fused or foreach optimizer may help"
         else:  # already batched: do not advise what the trace shows it does
-            advice = f"it already runs batched ops ({batched}): stepping less often is what is left"
+            advice = (
+                f"it already runs batched ops ({display_name(batched)}): stepping less often is what is left"
+            )
         yield verdict(optimizer, f"the optimizer step takes {optimizer:.1%} of step time", advice)
 
 
@@ -108,7 +112,7 @@ def _unaccounted(a: TraceAnalysis) -> Iterable[Verdict]:
         s for s in a.phase_sources if s.phase == "unaccounted" and s.share >= untracked * NAMED_MIN_PART
     ]
     if inside:
-        text += f", {inside[0].share:.1%} of step time inside {inside[0].name!r}"
+        text += f", {inside[0].share:.1%} of step time inside '{display_name(inside[0].name)}'"
     if not any(s.phase == "forward" for s in a.phase_sources):
         text += " (torch marks no forward pass: a record_function('## forward ##') range around it would)"
     elif not inside:

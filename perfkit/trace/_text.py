@@ -16,6 +16,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 
+from ..names import display_name
+
 ELLIPSIS = "…"
 _PAIRS = {"<": ">", "(": ")", "[": "]"}
 MIN_NAME_WIDTH = 16
@@ -100,8 +102,10 @@ def _collapse(name: str, depth: int, kinds: str) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int, align: str) -> list[str]:
     """Lines of a table: ``align`` says "r" or "l" for each column but the last, the name.
 
-    The name column gets what the others leave of ``width`` (at least ``MIN_NAME_WIDTH``).
+    The name column gets what the others leave of ``width`` (at least ``MIN_NAME_WIDTH``). Cells
+    come from the trace (op and kernel names a user's code chose): each is printed on one line.
     """
+    rows = [[display_name(c, None) for c in r] for r in rows]
     fixed = len(headers) - 1
     widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(fixed)]
     room = max(MIN_NAME_WIDTH, width - sum(widths) - 2 * fixed)

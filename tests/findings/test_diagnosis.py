@@ -38,7 +38,17 @@ def test_verdicts_are_ranked_by_the_share_of_the_run_they_explain(run_dir: Path)
 def test_the_json_is_the_documented_format(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["summary", str(run_dir), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"format", "verdicts", "abstained", "stages", "memory_peaks_mb", "lost", "problems"}
+    assert set(data) == {
+        "format",
+        "verdicts",
+        "abstained",
+        "stages",
+        "memory_peaks_mb",
+        "lost",
+        "problems",
+        "job",
+        "jobs",
+    }
     assert data["format"] == 1
     fields = {
         "kind",

@@ -127,8 +127,9 @@ class PerfMonitor(PerfkitCallback):
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
         if not failed and self.save_run and trainer.is_global_zero:
             path = self.run_path(driver)
-            driver.writer(path, self.prefix).finish(driver.registry.snapshot())
-            diagnosis = write_diagnosis(path)  # verdicts.json, ranked over the whole run
+            writer = driver.writer(path, self.prefix)
+            writer.finish(driver.registry.snapshot())
+            diagnosis = write_diagnosis(path, job=writer.job)  # verdicts.json, ranked over this job
             if diagnosis is not None and diagnosis.top is not None and self.console:
                 ranked = [
                     f"  {i}. {v.run_share:.0%} of the run: {v.line}"

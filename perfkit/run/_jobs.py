@@ -1,0 +1,133 @@
+"""The jobs of a run directory: which process wrote which line, so two jobs are never read as one.
+
+Two processes given the same run directory (two array jobs, a re-launched job) each write
+under their own job id (``RunWriter.job``), recorded on every line and in ``run.json``'s
+``jobs``. A line written before jobs were recorded has its job read from its ``writer``
+(``PID-N``: the writers of one process are one job); a line with neither belongs to job ``""``.
+The reader reads one job at a time, by default the newest that has finished a window, and
+says in ``problems`` which other jobs the directory holds.
+
+>>> job_of({"job": "41-ab12", "writer": "41-1"}), job_of({"writer": "41-2"}), job_of({})
+('41-ab12', '41', '')
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..names import display_name
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One job (a process) that wrote the run directory: its id, where and when it ran, the windows
+    it finished, and the suffix of its own files (``final{suffix}.json``; ``""`` for the first)."""
+
+    id: str
+    pid: int | None
+    host: str | None
+    started_unix: float | None
+    windows: int
+    suffix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "pid": self.pid,
+            "host": self.host,
+            "started_unix": self.started_unix,
+            "windows": self.windows,
+        }
+
+    def describe(self) -> str:
+        """The job in one line of words: ``job 4121-9f2c (pid 4121 on node3, started ..., 3 windows)``."""
+        where = [f"pid {self.pid}" + (f" on {display_name(self.host, 40)}" if self.host else "")]
+        if self.pid is None:
+            where = ["written by an older perfkit"]
+        if self.started_unix is not None:
+            where.append("started " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_unix)))
+        where.append(f"{self.windows} window(s)")
+        name = f"job {display_name(self.id, 40)}" if self.id else "the job with no id"
+        return f"{name} ({', '.join(where)})"
+
+
+def job_of(line: Mapping[str, Any]) -> str:
+    """The job that wrote ``line`` (a line of ``windows.jsonl``, ``traces.jsonl`` or a lost window)."""
+    job = line.get("job")
+    if isinstance(job, str):
+        return job
+    writer = line.get("writer")
+    return writer.rsplit("-", 1)[0] if isinstance(writer, str) and "-" in writer else ""
+
+
+def list_jobs(meta: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]) -> list[RunJob]:
+    """Every job of the directory, oldest first: those of lines written before jobs were recorded,
+    then those ``run.json`` lists (in the order they started), then any other a line names."""
+    recorded = meta.get("jobs")
+    recorded = recorded if isinstance(recorded, Mapping) else {}
+    counts: dict[str, int] = {}
+    for line in lines:
+        job = job_of(line)
+        counts[job] = counts.get(job, 0) + 1
+    legacy = [j for j in counts if j not in recorded and not _has_job(lines, j)]
+    others = [j for j in counts if j not in recorded and j not in legacy]
+    jobs = []
+    for job in dict.fromkeys([*legacy, *recorded, *others]):
+        entry = recorded.get(job)
+        entry = entry if isinstance(entry, Mapping) else {}
+        suffix = entry.get("suffix")
+        jobs.append(
+            RunJob(
+                id=job,
+                pid=_number(entry.get("pid"), int) if entry else _legacy_pid(job),
+                host=entry.get("host") if isinstance(entry.get("host"), str) else None,
+                started_unix=_number(entry.get("started_unix"), float),
+                windows=counts.get(job, 0),
+                suffix=suffix if isinstance(suffix, str) and "/" not in suffix else "",
+            )
+        )
+    return jobs
+
+
+def pick(jobs: Sequence[RunJob], job: str | None) -> RunJob | None:
+    """The job ``job`` names (its id, or an unambiguous start of it such as its pid); by default
+    the newest job that finished a window (the newest of all when none has)."""
+    if job is None:
+        done = [j for j in jobs if j.windows] or list(jobs)
+        return done[-1] if done else None
+    if not isinstance(job, str):
+        raise TypeError(f"job must be a str (a job id of the run directory) or None, got {job!r}")
+    found = [j for j in jobs if j.id == job] or [j for j in jobs if j.id.startswith(job)]
+    if len(found) != 1:
+        ids = ", ".join(repr(j.id) for j in jobs) or "none"
+        what = "matches several jobs" if found else "is not a job of this run directory"
+        raise ValueError(f"job {job!r} {what}: its jobs are {ids}")
+    return found[0]
+
+
+def jobs_problem(jobs: Sequence[RunJob], chosen: RunJob) -> str | None:
+    """The line ``problems`` starts with when the directory holds several jobs (None otherwise)."""
+    if len(jobs) < 2:
+        return None
+    others = "; ".join(j.describe() for j in jobs if j is not chosen)
+    return (
+        f"this run directory holds {len(jobs)} jobs (processes that wrote it, kept apart): read here is "
+        f"{chosen.describe()}; the other(s): {others}. Pick one with --job ID (read_run(path, job=ID))"
+    )
+
+
+def _has_job(lines: Sequence[Mapping[str, Any]], job: str) -> bool:
+    return any(line.get("job") == job for line in lines)
+
+
+def _legacy_pid(job: str) -> int | None:
+    return int(job) if job.isdigit() else None
+
+
+def _number(value: object, kind: type) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return kind(value)

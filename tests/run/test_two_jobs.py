@@ -1,0 +1,132 @@
+"""Two jobs, one run directory (issue 28): no window lost, none read as the other job's.
+
+Two real processes are given the same run directory, as two array jobs or a re-launched job
+with one config would be, and end each epoch's window at the same instant (``one_job.py``),
+several times over, so their writes race on the same file names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import perfkit
+from perfkit._cli import main
+from perfkit.run import RunWriter, read_run, this_job, window
+from tests.conftest import FakeClock
+
+ROUNDS, EPOCHS = 4, 3
+SCRIPT = Path(__file__).with_name("one_job.py")
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def raced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """``ROUNDS`` run directories, each written by jobs ``a`` and ``b`` at once; their job ids."""
+    base = tmp_path_factory.mktemp("two_jobs")
+    jobs = {
+        tag: subprocess.Popen(
+            [sys.executable, str(SCRIPT), tag, str(base), str(ROUNDS), str(EPOCHS)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's perfkit
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("a", "b")
+    }
+    deadline = time.monotonic() + 60
+    while not all((base / f"{t}.ready").exists() for t in jobs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (base / "go.tmp").write_text(str(time.time() + 0.1))
+    (base / "go.tmp").rename(base / "go")
+    ids = {}
+    for tag, proc in jobs.items():
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "not written" not in err, err
+        assert "cannot write" not in err, err
+        ids[tag] = out.strip()
+    return base, ids
+
+
+def test_every_window_of_both_jobs_is_read_back_as_its_own_jobs(
+    raced: tuple[Path, dict[str, str]],
+) -> None:
+    base, ids = raced
+    for r in range(ROUNDS):
+        for tag, job in ids.items():
+            run = read_run(base / f"run{r}", job=job)
+            assert run.job == job
+            assert [w.epoch for w in run.windows] == list(range(EPOCHS))
+            for w in run.windows:  # its own records, never the other job's
+                assert w.snapshot[f"{tag}.work"].count == 3
+                assert all(not name.endswith(".work") or name == f"{tag}.work" for name in w.snapshot)
+            assert run.final is not None
+            assert run.final[f"{tag}.work"].count == 3 * EPOCHS
+            assert [j.id for j in run.jobs] == sorted(ids.values(), key=[j.id for j in run.jobs].index)
+            assert sum(j.windows for j in run.jobs) == 2 * EPOCHS
+        files = list((base / f"run{r}").rglob("*.tmp"))
+        assert files == []
+
+
+def test_the_summary_reads_one_job_and_names_the_other(
+    raced: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, ids = raced
+    run_dir = str(base / "run0")
+    assert main(["summary", run_dir]) == 0
+    out = capsys.readouterr().out
+    assert f"({EPOCHS} windows: training)" in out.splitlines()[0]
+    assert "this run directory holds 2 jobs" in out
+    assert all(job in out for job in ids.values())
+    for job in ids.values():
+        assert main(["summary", run_dir, "--job", job, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["job"] == job
+        assert sorted(j["id"] for j in data["jobs"]) == sorted(ids.values())
+        assert data["stages"]["train"]["epochs"] == EPOCHS
+
+
+def test_writers_of_one_process_are_one_job(tmp_path: Path, reg: perfkit.Registry, clock: FakeClock) -> None:
+    for stage in ("train", "test"):  # a trainer's test after its fit: a second writer, same process
+        with window(stage, epoch=0, run=RunWriter(tmp_path), registry=reg) as w:
+            for _ in w.iterate([1]):
+                clock.advance(1_000_000)
+    run = read_run(tmp_path)
+    assert [w.stage for w in run.windows] == ["train", "test"]
+    assert [j.id for j in run.jobs] == [this_job()]
+    assert not any("jobs" in p for p in run.problems)
+
+
+def test_a_directory_two_older_jobs_wrote_is_read_as_two(
+    tmp_path: Path, reg: perfkit.Registry, clock: FakeClock
+) -> None:
+    for _ in range(2):
+        with window("train", epoch=0, run=RunWriter(tmp_path), registry=reg) as w:
+            for _ in w.iterate([1]):
+                clock.advance(1_000_000)
+    lines = [json.loads(x) for x in (tmp_path / "windows.jsonl").read_text().splitlines()]
+    for pid, line in zip((101, 202), lines, strict=True):  # as perfkit wrote them before jobs
+        del line["job"]
+        line["writer"] = f"{pid}-1"
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    info = json.loads((tmp_path / "run.json").read_text())
+    del info["jobs"]
+    (tmp_path / "run.json").write_text(json.dumps(info))
+    run = read_run(tmp_path)
+    assert [j.id for j in run.jobs] == ["101", "202"]
+    assert run.job == "202"
+    assert len(run.windows) == 1
+    assert run.problems[0].startswith("this run directory holds 2 jobs")
+    assert len(read_run(tmp_path, job="101").windows) == 1
+    with pytest.raises(
+        ValueError, match="job '303' is not a job of this run directory: its jobs are '101', '202'"
+    ):
+        read_run(tmp_path, job="303")
