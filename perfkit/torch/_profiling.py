@@ -343,11 +343,11 @@ def check_epochs(epochs: Iterable[int] | None) -> frozenset[int] | None:
 
 def _check_stages(stages: Iterable[str]) -> tuple[str, ...]:
     if isinstance(stages, str) or not isinstance(stages, Iterable):
-        raise TypeError(f"phases (stages) must be a list of stage names, got {stages!r}")
+        raise TypeError(f"stages must be a list of stage names, got {stages!r}")
     out = tuple(stages)
     bad = [s for s in out if not isinstance(s, str) or not s]
     if bad:
-        raise ValueError(f"phases: stage names are non-empty strings, got {bad[0]!r}")
+        raise ValueError(f"stages: stage names are non-empty strings, got {bad[0]!r}")
     return out
 
 

@@ -9,6 +9,7 @@ window is already merged over ranks; rank 0 publishes.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,38 +25,38 @@ from perfkit.sinks import Sink, SinkFanout, check_sinks
 from perfkit.stages import StageWindow, cores_for_workers, stage_metrics
 
 from ._attach import attach_report
-from ._base import PerfkitCallback
+from ._base import PerfkitCallback, stages_or_phases
 from ._console import say
 from ._driver import Driver
 from ._lightning import log_step
 
-PHASES = STAGES
-"""The stages PerfMonitor can watch (the argument keeps its first users' name, ``phases``)."""
 BatchSizeFn = Callable[[Any], int]
 
 
 class PerfMonitor(PerfkitCallback):
     """Per-epoch performance metrics of train, val, test and predict, logged to every logger.
 
-    For each epoch of each stage: step time (mean, median, p95, p99, max), the wait for data
-    per batch and its share of the epoch, the account of the epoch's time (data wait, step,
-    each callback, loader set-up, other), samples/s and batches/s, the validation-to-training
-    time per sample, every perfkit series recorded in the epoch (sections, ``@timed``,
-    records from DataLoader workers), memory peaks from the resource sampler, workers needed,
-    and the ``top_k_slowest`` steps with their ``tag_step`` tags. Keys look like
-    ``perf/val/step_ms_p95``. ``sinks`` get the same metrics (a ``perfkit.sinks`` sink each).
-    At the end of a fit the run's verdicts go to ``RUN_DIR/verdicts.json`` and, with
-    ``attach_report``, its HTML report to the W&B and MLflow runs of the Trainer's loggers.
+    For each epoch of each of ``stages`` (None: all of ``STAGES``): step time (mean, median,
+    p95, p99, max), the wait for data per batch and its share of the epoch, the account of the
+    epoch's time (data wait, step, each callback, loader set-up, other), samples/s and
+    batches/s, the validation-to-training time per sample, every perfkit series recorded in
+    the epoch (sections, ``@timed``, records from DataLoader workers), memory peaks from the
+    resource sampler, workers needed, and the ``top_k_slowest`` steps with their ``tag_step``
+    tags. Keys look like ``perf/val/step_ms_p95``. ``sinks`` get the same metrics (a
+    ``perfkit.sinks`` sink each). At the end of a fit the run's verdicts go to
+    ``RUN_DIR/verdicts.json`` and, with ``attach_report``, its HTML report to the W&B and
+    MLflow runs of the Trainer's loggers.
+    ``phases`` is the deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release).
 
     >>> from perfkit_lightning import PerfMonitor
-    >>> monitor = PerfMonitor(phases=("train", "val"), console=True)
+    >>> monitor = PerfMonitor(stages=("train", "val"), console=True)
     """
 
     def __init__(
         self,
         *,
         enabled: bool = True,
-        phases: Iterable[str] = PHASES,
+        stages: Iterable[str] | None = None,
         include_sanity_check: bool = False,
         prefix: str = "perf",
         top_k_slowest: int = 5,
@@ -69,8 +70,11 @@ class PerfMonitor(PerfkitCallback):
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
         attach_report: bool = True,
+        phases: Iterable[str] | None = None,
     ) -> None:
-        self.phases = check_stages(phases)
+        stages, argument = stages_or_phases("PerfMonitor", stages, phases)
+        self.stages = check_stages(STAGES if stages is None else stages, argument)
+        """The stages watched."""
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty str, got {prefix!r}")
         if isinstance(top_k_slowest, bool) or not isinstance(top_k_slowest, int) or top_k_slowest < 0:
@@ -112,6 +116,16 @@ class PerfMonitor(PerfkitCallback):
         self._train: StageWindow | None = None
         self._held: list[str] = []  # console blocks of stages run inside training, said after its own
 
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """Deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release)."""
+        warnings.warn(
+            "PerfMonitor.phases is deprecated and goes in the next release: use PerfMonitor.stages",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return self.stages
+
     def wants_resources(self) -> bool:
         return self.sample_resources
 
@@ -152,7 +166,7 @@ class PerfMonitor(PerfkitCallback):
 
     def stage_ended(self, window: StageWindow) -> None:
         stage = window.stage
-        if stage != "sanity" and stage not in self.phases:
+        if stage != "sanity" and stage not in self.stages:
             return
         metrics = stage_metrics(window, prefix=self.prefix, user_series=self.user_series)
         self.last_metrics[stage] = metrics
@@ -188,14 +202,14 @@ class PerfMonitor(PerfkitCallback):
         return verdicts[0] if verdicts else None
 
 
-def check_stages(stages: Iterable[str]) -> tuple[str, ...]:
-    """``phases=``: some of ``PHASES``."""
+def check_stages(stages: Iterable[str], name: str) -> tuple[str, ...]:
+    """``stages=`` (given as ``name``): some of ``STAGES``."""
     if isinstance(stages, str):
-        raise TypeError(f"phases must be a list of stage names, got the string {stages!r}")
+        raise TypeError(f"{name} must be a list of stage names, got the string {stages!r}")
     out = tuple(stages)
-    unknown = [p for p in out if p not in PHASES]
+    unknown = [s for s in out if s not in STAGES]
     if unknown:
-        raise ValueError(f"phases: unknown phase {unknown[0]!r}, expected some of {list(PHASES)}")
+        raise ValueError(f"{name}: unknown stage {unknown[0]!r}, expected some of {list(STAGES)}")
     return out
 
 
