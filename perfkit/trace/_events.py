@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .._validate import check_int
+
 _CHUNK_CHARS = 1 << 18
 _NOT_SPACE = re.compile(r"[^ \t\r\n]")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -80,8 +82,7 @@ def iter_trace_values(
     if not file.is_file():
         what = "is not a file" if file.exists() else "not found"
         raise FileNotFoundError(f"trace file {what}: {str(file)!r}")
-    if not isinstance(chunk_chars, int) or isinstance(chunk_chars, bool) or chunk_chars < 1:
-        raise ValueError(f"chunk_chars must be an int >= 1, got {chunk_chars!r}")
+    check_int(chunk_chars, "chunk_chars", low=1)
     return _events(file, metadata if metadata is not None else {}, chunk_chars)
 
 

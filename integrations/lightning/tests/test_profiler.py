@@ -176,7 +176,7 @@ def test_disabled_it_leaves_the_trainer(tmp_path: Path) -> None:
         ({"profile_epochs": [-1]}, ValueError, "profile_epochs: epochs are ints >= 0, got -1"),
         ({"activities": ["tpu"]}, ValueError, "activities: unknown activity 'tpu'"),
         ({"stages": ["predict"]}, ValueError, "stages: unknown stage 'predict'"),
-        ({"stages": "val"}, TypeError, "stages must be a list of stage names, got the string 'val'"),
+        ({"stages": "val"}, TypeError, "stages must be a list of stage names, got 'val'"),
         ({"stages": ["val"], "phases": ["val"]}, TypeError, "give stages= or its old name phases=, not both"),
         ({"log_top_k_ops": 0}, ValueError, "log_top_k_ops must be an int >= 1, got 0"),
         ({"max_trace_mb": 0}, ValueError, r"max_trace_mb must be a finite number in \(0, 100,000.0\], got 0"),

@@ -17,12 +17,13 @@ from typing import Any
 from lightning.pytorch import LightningModule, Trainer
 
 import perfkit
+from perfkit.checks import check_int, check_number
 from perfkit.findings import Case, Verdict, judge, write_diagnosis
 from perfkit.names import STAGES
 from perfkit.reports import summary_text
 from perfkit.resources import MAX_INTERVAL_S
 from perfkit.sinks import Sink, SinkFanout, check_sinks
-from perfkit.stages import StageWindow, cores_for_workers, stage_metrics
+from perfkit.stages import StageWindow, check_stages, cores_for_workers, stage_metrics
 
 from ._attach import attach_report
 from ._base import PerfkitCallback, stages_or_phases
@@ -77,19 +78,10 @@ class PerfMonitor(PerfkitCallback):
         """The stages watched."""
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty str, got {prefix!r}")
-        if isinstance(top_k_slowest, bool) or not isinstance(top_k_slowest, int) or top_k_slowest < 0:
-            raise ValueError(f"top_k_slowest must be an int >= 0, got {top_k_slowest!r}")
+        check_int(top_k_slowest, "top_k_slowest")
         if batch_size_fn is not None and not callable(batch_size_fn):
             raise TypeError(f"batch_size_fn must be callable or None, got {batch_size_fn!r}")
-        if (
-            isinstance(sample_interval_s, bool)
-            or not isinstance(sample_interval_s, (int, float))
-            or not 0 < sample_interval_s <= MAX_INTERVAL_S  # NaN fails too
-        ):
-            limit = f"(0, {MAX_INTERVAL_S:g}]"
-            raise ValueError(
-                f"sample_interval_s must be a finite number in {limit}, got {sample_interval_s!r}"
-            )
+        check_number(sample_interval_s, "sample_interval_s", low=0, high=MAX_INTERVAL_S)
         if run_dir is not None and not isinstance(run_dir, (str, Path)):
             raise TypeError(f"run_dir must be a path or None, got {run_dir!r}")
         if registry is not None and not isinstance(registry, perfkit.Registry):
@@ -200,17 +192,6 @@ class PerfMonitor(PerfkitCallback):
         case = Case(window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s)
         verdicts, _ = judge(case)
         return verdicts[0] if verdicts else None
-
-
-def check_stages(stages: Iterable[str], name: str) -> tuple[str, ...]:
-    """``stages=`` (given as ``name``): some of ``STAGES``."""
-    if isinstance(stages, str):
-        raise TypeError(f"{name} must be a list of stage names, got the string {stages!r}")
-    out = tuple(stages)
-    unknown = [s for s in out if s not in STAGES]
-    if unknown:
-        raise ValueError(f"{name}: unknown stage {unknown[0]!r}, expected some of {list(STAGES)}")
-    return out
 
 
 def _close(sink: Sink) -> None:

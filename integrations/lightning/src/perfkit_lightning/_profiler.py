@@ -16,8 +16,9 @@ from pathlib import Path
 
 from lightning.pytorch import LightningModule, Trainer
 
+from perfkit.checks import check_int
 from perfkit.sinks import SinkFanout
-from perfkit.stages import StageWindow, metric_key
+from perfkit.stages import StageWindow, check_stages, metric_key
 from perfkit.torch import ProfilerWindows, world_size
 from perfkit.trace import TraceAnalysis, format_analysis
 
@@ -69,9 +70,9 @@ class ProfilerCallback(PerfkitCallback):
         phases: Iterable[str] | None = None,
     ) -> None:
         wanted, argument = stages_or_phases("ProfilerCallback", stages, phases)
-        checked = _check_stages(("train", "val") if wanted is None else wanted, argument)
-        if isinstance(log_top_k_ops, bool) or not isinstance(log_top_k_ops, int) or log_top_k_ops < 1:
-            raise ValueError(f"log_top_k_ops must be an int >= 1, got {log_top_k_ops!r}")
+        wanted = ("train", "val") if wanted is None else wanted
+        checked = check_stages(wanted, argument, among=PROFILED_STAGES)
+        check_int(log_top_k_ops, "log_top_k_ops", low=1)
         if output_dir is not None and (not isinstance(output_dir, (str, Path)) or not str(output_dir)):
             raise TypeError(f"output_dir must be a non-empty path or None, got {output_dir!r}")
         if run_dir is not None and not isinstance(run_dir, (str, Path)):
@@ -182,14 +183,4 @@ def _metrics(stage: str, analysis: TraceAnalysis) -> dict[str, float]:
         out[f"{key}/{phase}_fraction"] = share
     if analysis.top_cpu_ops:
         out[f"{key}/top_op_self_ms"] = analysis.top_cpu_ops[0].self_us / 1e3
-    return out
-
-
-def _check_stages(stages: Iterable[str], name: str) -> tuple[str, ...]:
-    if isinstance(stages, str):
-        raise TypeError(f"{name} must be a list of stage names, got the string {stages!r}")
-    out = tuple(stages)
-    unknown = [s for s in out if s not in PROFILED_STAGES]
-    if unknown:
-        raise ValueError(f"{name}: unknown stage {unknown[0]!r}, expected some of {list(PROFILED_STAGES)}")
     return out
