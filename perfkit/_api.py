@@ -20,7 +20,7 @@ def snapshot(since: Cursor | None = None) -> Snapshot:
 
 
 def cursor() -> Cursor:
-    """Mark the current point of the current registry, to open a window (an epoch, a phase)."""
+    """Mark the current point of the current registry, to open a window (a stage epoch, say)."""
     return current_registry().cursor()
 
 

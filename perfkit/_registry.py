@@ -371,8 +371,7 @@ class Registry(_RegistryCore):
 
         Past ``max_records`` not yet taken, the newest are dropped and counted.
         """
-        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
-            raise ValueError(f"max_records must be an int >= 0, got {max_records!r}")
+        check_int(max_records, "max_records")
         with self._lock:
             self._mail.forward(max_records)
 

@@ -17,6 +17,15 @@ TIME_LIMIT = 2**61
 
 
 def check_name(name: object, parameter: str = "name") -> str:
+    """``name`` as a non-empty str; another type is a ``TypeError``, ``""`` a ``ValueError``.
+
+    >>> check_name("val", "stage")
+    'val'
+    >>> check_name(3, "stage")
+    Traceback (most recent call last):
+    ...
+    TypeError: stage must be a non-empty str, got 3 of type int
+    """
     if not isinstance(name, str):
         raise TypeError(f"{parameter} must be a non-empty str, got {name!r} of type {type(name).__name__}")
     if not name:

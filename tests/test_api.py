@@ -38,7 +38,18 @@ TOP_LEVEL = [
     "window",
     "write_chrome_trace",
 ]
-SUBPACKAGES = ["findings", "names", "reports", "resources", "run", "sinks", "stages", "torch", "trace"]
+SUBPACKAGES = [
+    "checks",
+    "findings",
+    "names",
+    "reports",
+    "resources",
+    "run",
+    "sinks",
+    "stages",
+    "torch",
+    "trace",
+]
 
 
 def test_the_top_level_is_what_a_first_hour_needs() -> None:

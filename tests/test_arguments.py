@@ -109,7 +109,7 @@ def test_a_sampler_with_the_longest_interval_still_stops_at_once() -> None:
             "activities must be a list such as \\['cpu', 'cuda'\\], got the string",
         ),
         ({"activities": 5}, TypeError, "activities must be a list such as .*, got 5"),
-        ({"stages": 5}, TypeError, r"phases \(stages\) must be a list of stage names, got 5"),
+        ({"stages": 5}, TypeError, "stages must be a list of stage names, got 5"),
         ({"epochs": 5}, TypeError, "profile_epochs must be a list of epoch numbers or None, got 5"),
     ],
 )

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from .._iteration import timed_iter
 from .._registry import Registry, check_registry, current_registry
 from .._state import SWITCH
-from .._validate import check_name
+from .._validate import check_int, check_name
 from ..sinks import Failures, Sink, SinkFanout, check_sinks
 from ..stages import StageListener, StageRecorder, StageWindow, stage_metrics
 from ._writer import RunWriter
@@ -82,14 +82,14 @@ class ScriptWindow:
         listeners: Sequence[StageListener] = (),
     ) -> None:
         self.stage = check_name(stage, "stage")
-        self.epoch = _non_negative(epoch, "epoch")
+        self.epoch = check_int(epoch, "epoch")
         if run is not None and not isinstance(run, RunWriter):
             raise TypeError(f"run must be a perfkit.run.RunWriter or None, got {run!r}")
         self.sinks = [*([run] if run is not None else []), *check_sinks(sinks)]
         check_registry(registry)
         self.run = run
         self.registry = registry or current_registry()
-        self.step = None if step is None else _non_negative(step, "step")
+        self.step = None if step is None else check_int(step, "step")
         self.listeners = _check_listeners(listeners)
         self.window: StageWindow | None = None
         self.metrics: dict[str, float] = {}
@@ -150,7 +150,7 @@ class ScriptWindow:
 
     def add_samples(self, n: int) -> None:
         """Count ``n`` more samples in the window (for loops that ``iterate`` does not see)."""
-        _non_negative(n, "n")
+        check_int(n, "n")
         if self._shared is not None:
             self._shared.recorder.add_samples(self.stage, n)
 
@@ -218,9 +218,3 @@ def _check_listeners(listeners: object) -> tuple[StageListener, ...]:
         if not isinstance(x, StageListener):
             raise TypeError(f"listeners: {x!r} is not a perfkit.stages.StageListener")
     return out
-
-
-def _non_negative(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    return value

@@ -11,11 +11,14 @@ which ``stage_metrics`` turns into flat, unit-suffixed metrics.
     ...
     window = rec.end("train")
     stage_metrics(window)["perf/train/time/data_wait_fraction"]
+
+``check_stages`` is the check of every ``stages=`` argument (some of ``perfkit.names.STAGES``).
 """
 
 from .._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
 from ._account import PARTS, Account, stage_account
 from ._batch import batch_size
+from ._choice import check_stages
 from ._metrics import metric_key, stage_metrics, stage_prefix
 from ._recorder import StageListener, StageRecorder
 from ._segments import Window
@@ -34,6 +37,7 @@ __all__ = [
     "Window",
     "all_loops",
     "batch_size",
+    "check_stages",
     "cores_for_workers",
     "keep_slowest",
     "loop_stats",

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from .._context import NODES, get_cell, new_cell
 from .._registry import Registry, add_record, check_registry, current_registry
 from .._snapshot import Snapshot
+from .._validate import check_int
 from .._warn import WarnOnce
 from ..names import hook_series, step_series
 from ._account import Account, stage_account
@@ -128,16 +129,14 @@ class StageRecorder:
         rank: int = 0,
     ) -> None:
         check_registry(registry)
-        if isinstance(top_k_slowest, bool) or not isinstance(top_k_slowest, int) or top_k_slowest < 0:
-            raise ValueError(f"top_k_slowest must be an int >= 0, got {top_k_slowest!r}")
+        check_int(top_k_slowest, "top_k_slowest")
         if batch_size_fn is not None and not callable(batch_size_fn):
             raise TypeError(f"batch_size_fn must be callable or None, got {batch_size_fn!r}")
         if sampler is not None and not callable(getattr(sampler, "sample_now", None)):
             raise TypeError(f"sampler must have a sample_now() method, got {sampler!r}")
         if gather is not None and not callable(gather):
             raise TypeError(f"gather must be callable or None, got {gather!r}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"rank must be an int >= 0, got {rank!r}")
+        check_int(rank, "rank")
         self.registry = registry or current_registry()
         self.top_k_slowest = top_k_slowest
         self.batch_size_fn = batch_size_fn

@@ -25,9 +25,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from .._state import set_tracer
+from .._validate import check_int
 from ..names import TRACE_METADATA_KEY
 from ..run import file_stem
-from ..stages import StageListener, StageWindow
+from ..stages import StageListener, StageWindow, check_stages
 from ..trace import TraceAnalysis
 from ._export import TraceExporter, TraceJob
 from ._marks import RangeTracer, mark_phases
@@ -86,11 +87,10 @@ class ProfilerWindows(StageListener):
     ) -> None:
         self.output_dir = _check_dir(output_dir)
         self.epochs = check_epochs(epochs)
-        self.stages = _check_stages(stages)
+        self.stages = check_stages(stages, among=None)  # a plain script may name its own stages
         self.schedule = Schedule(skip_first, wait, warmup_steps, profile_steps, repeat)
         self.activities = activity_list(activities)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 10_000:
-            raise ValueError(f"top_k must be an int in [1, 10,000], got {top_k!r}")
+        check_int(top_k, "top_k", low=1, high=10_000)
         if (
             isinstance(max_trace_mb, bool)
             or not isinstance(max_trace_mb, (int, float))
@@ -338,16 +338,6 @@ def check_epochs(epochs: Iterable[int] | None) -> frozenset[int] | None:
     bad = [e for e in out if isinstance(e, bool) or not isinstance(e, int) or e < 0]
     if bad:
         raise ValueError(f"profile_epochs: epochs are ints >= 0, got {bad[0]!r}")
-    return out
-
-
-def _check_stages(stages: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(stages, str) or not isinstance(stages, Iterable):
-        raise TypeError(f"phases (stages) must be a list of stage names, got {stages!r}")
-    out = tuple(stages)
-    bad = [s for s in out if not isinstance(s, str) or not s]
-    if bad:
-        raise ValueError(f"phases: stage names are non-empty strings, got {bad[0]!r}")
     return out
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._validate import check_int
+
 
 @dataclass(frozen=True)
 class Cycle:
@@ -40,15 +42,9 @@ class Schedule:
 
     def __post_init__(self) -> None:
         for name in ("skip_first", "wait", "warmup"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STEPS:
-                raise ValueError(f"{name} must be an int in [0, {MAX_STEPS:,}], got {value!r}")
-        active = self.active
-        if isinstance(active, bool) or not isinstance(active, int) or not 1 <= active <= MAX_STEPS:
-            raise ValueError(f"active (profile_steps) must be an int in [1, {MAX_STEPS:,}], got {active!r}")
-        repeat = self.repeat
-        if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
-            raise ValueError(f"repeat must be an int in [1, {MAX_REPEAT:,}], got {repeat!r}")
+            check_int(getattr(self, name), name, high=MAX_STEPS)
+        check_int(self.active, "active (profile_steps)", low=1, high=MAX_STEPS)
+        check_int(self.repeat, "repeat", low=1, high=MAX_REPEAT)
 
     def cycles(self) -> list[Cycle]:
         """The cycles of one phase epoch, in step order.

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._validate import check_int
 from ..names import TRACE_METADATA_KEY
 from ._columns import Window, clipped_by_code
 from ._device import DeviceColumns, comm_overlap, idle_breakdown, kernel_stats, transfer_stats
@@ -92,8 +93,7 @@ def analyze_trace(path: str | os.PathLike[str], *, top_k: int = 10) -> TraceAnal
 
 
 def check_top_k(top_k: object) -> None:
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+    check_int(top_k, "top_k", low=1)
 
 
 def _section_names(metadata: dict[str, object]) -> list[str]:

@@ -5,6 +5,10 @@ per line, so neither line-based parsing nor ``json.load`` (memory several times 
 do. Instead the top-level object is walked key by key and each element of ``"traceEvents"`` is
 decoded with ``json.JSONDecoder.raw_decode`` from a sliding buffer of about one chunk.
 
+Some exporters write an event's ``ts`` or ``dur`` as a string; Chrome's trace viewer reads a
+numeric one ("12.5") as the number, so this reader does too, and refuses any other string rather
+than let the analysis leave the event out.
+
     metadata: dict[str, object] = {}
     for event in iter_trace_events("step.pt.trace.json.gz", metadata):
         ...
@@ -22,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .._validate import check_int
+
 _CHUNK_CHARS = 1 << 18
 _NOT_SPACE = re.compile(r"[^ \t\r\n]")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -29,6 +35,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_VALUE_CHARS = 1 << 27
 # A decoding error this close to the end of the text may just mean the value goes on in the next chunk.
 _EDGE_CHARS = 16
+# The time fields an exporter may write as strings, and the strings that are JSON numbers.
+_TIME_KEYS = ("ts", "dur")
+_INTEGER = re.compile(r"-?[0-9]+")
+_NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def iter_trace_events(
@@ -38,10 +48,12 @@ def iter_trace_events(
 
     Top-level keys other than ``traceEvents`` go into ``metadata`` as they are read (torch
     writes them before the events, except ``traceName``). The JSON array form (a bare list of
-    events) is read too; elements that are not objects are left out. Raises ``FileNotFoundError``
-    at once for a missing file and ``ValueError`` naming the file and the character offset,
-    while iterating, for anything that is not a trace (bad JSON, nesting too deep for Python's
-    decoder, a number too long to convert). ``chunk_chars`` is how much text is read at a time.
+    events) is read too; elements that are not objects are left out. A ``ts`` or ``dur`` written
+    as a numeric string comes out as the number. Raises ``FileNotFoundError`` at once for a
+    missing file and ``ValueError`` naming the file and the character offset, while iterating,
+    for anything that is not a trace (bad JSON, nesting too deep for Python's decoder, a number
+    too long to convert, a ``ts`` or ``dur`` that is a string but not a number).
+    ``chunk_chars`` is how much text is read at a time.
 
     >>> import json, os, tempfile
     >>> p = os.path.join(tempfile.mkdtemp(), "t.json")
@@ -49,6 +61,9 @@ def iter_trace_events(
     >>> meta = {}
     >>> [e["name"] for e in iter_trace_events(p, meta)], meta
     (['a'], {'k': 1})
+    >>> _ = open(p, "w").write(json.dumps({"traceEvents": [{"name": "a", "ts": "12.5", "dur": "3"}]}))
+    >>> [(e["ts"], e["dur"]) for e in iter_trace_events(p)]
+    [(12.5, 3)]
     """
     values = iter_trace_values(path, metadata, chunk_chars=chunk_chars)
     return (event for event in values if isinstance(event, dict))
@@ -67,8 +82,7 @@ def iter_trace_values(
     if not file.is_file():
         what = "is not a file" if file.exists() else "not found"
         raise FileNotFoundError(f"trace file {what}: {str(file)!r}")
-    if not isinstance(chunk_chars, int) or isinstance(chunk_chars, bool) or chunk_chars < 1:
-        raise ValueError(f"chunk_chars must be an int >= 1, got {chunk_chars!r}")
+    check_int(chunk_chars, "chunk_chars", low=1)
     return _events(file, metadata if metadata is not None else {}, chunk_chars)
 
 
@@ -109,8 +123,38 @@ def _array(buf: _Buffer, *, closed: bool) -> Iterator[Any]:
         if c == ",":
             buf.advance()
             continue
-        yield buf.decode(peeked=True)
+        start = buf.offset
+        value = buf.decode(peeked=True)
+        if type(value) is dict and (type(value.get("ts")) is str or type(value.get("dur")) is str):
+            _read_times(value, buf, start)
+        yield value
     buf.advance()
+
+
+def _read_times(event: dict[str, Any], buf: _Buffer, start: int) -> None:
+    """Replace a numeric string ``ts`` or ``dur`` by its number; refuse any other string."""
+    for key in _TIME_KEYS:
+        text = event.get(key)
+        if type(text) is not str:
+            continue
+        number = text.strip()
+        try:
+            if _INTEGER.fullmatch(number):
+                event[key] = int(number)
+                continue
+            if _NUMBER.fullmatch(number):
+                event[key] = float(number)
+                continue
+        except ValueError:  # an integer past Python's digit limit, as for a JSON number
+            pass
+        name = event.get("name")
+        which = f"event {_short(name)!r}" if isinstance(name, str) else "an event"
+        raise buf.error(f"not a readable trace ({which} has {key} {_short(text)!r}, not a number)", start)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``text`` cut to fit in a one-line error."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _open_text(file: Path) -> IO[str]:
@@ -135,8 +179,14 @@ class _Buffer:
         self._dropped = 0  # characters before self._text, for error offsets
         self._eof = False
 
-    def error(self, what: str, pos: int | None = None) -> ValueError:
-        where = self._dropped + (self._pos if pos is None else pos)
+    @property
+    def offset(self) -> int:
+        """The character offset of the cursor in the whole text."""
+        return self._dropped + self._pos
+
+    def error(self, what: str, at: int | None = None) -> ValueError:
+        """``what`` is wrong at character ``at`` of the whole text (default: at the cursor)."""
+        where = self.offset if at is None else at
         return ValueError(f"{str(self._file)!r} is {what} at character {where}")
 
     def peek(self, *, allow_eof: bool = False) -> str | None:
@@ -167,7 +217,7 @@ class _Buffer:
                 cut = exc.pos >= len(self._text) - _EDGE_CHARS or exc.msg.startswith("Unterminated string")
                 if cut and self._fill():
                     continue
-                raise self.error(f"not valid JSON ({exc.msg})", self._pos + where) from None
+                raise self.error(f"not valid JSON ({exc.msg})", self.offset + where) from None
             except RecursionError:  # the C decoder recurses once per level of [ or {
                 raise self.error("nested too deeply to decode") from None
             except ValueError as exc:  # e.g. an integer past Python's digit limit

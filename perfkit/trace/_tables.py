@@ -6,8 +6,9 @@ per thread (CPU) or per stream (device) because nesting, phases and idle gaps on
 there. ``ProfilerStep#N`` and other annotations do not nest cleanly with ops (Lightning steps the
 profiler inside ``Optimizer.step``), so they are kept apart from the op tree.
 
-Events that cannot be read (``ts`` a string, ``dur`` NaN, a 400-digit number) are skipped and
-counted by reason in ``skipped``: the analysis says what it left out.
+Events that cannot be read (``ts`` missing or ``true``, ``dur`` NaN, a 400-digit number) are
+skipped and counted by reason in ``skipped``: the analysis says what it left out. (A ``ts`` or
+``dur`` string is a number or an error by the time it gets here: see ``_events``.)
 
     tables = read_tables("step.pt.trace.json.gz")
     tables.op_times(exclude=set())      # name id -> [count, self µs, total µs]

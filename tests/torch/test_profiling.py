@@ -78,7 +78,7 @@ def test_another_stage_starting_closes_the_window_and_nothing_is_overwritten(tmp
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"stages": "train"}, r"phases \(stages\) must be a list of stage names, got 'train'"),
+        ({"stages": "train"}, "stages must be a list of stage names, got 'train'"),
         ({"epochs": 3}, "profile_epochs must be a list"),
         ({"top_k": 0}, r"top_k must be an int in \[1, 10,000\], got 0"),
         ({"activities": "cpu"}, "activities must be a list such as"),

@@ -1,7 +1,8 @@
 """Hostile traces (issue 14, item 8): never a traceback; what cannot be read is counted, or refused in a line.
 
-A malformed *event* (a string ``ts``, NaN, a 400-digit number) is skipped and counted by reason; a
-file that is not readable JSON raises ``ValueError`` naming the file and the character offset, and
+A malformed *event* (a ``ts`` of ``true``, NaN, a 400-digit number) is skipped and counted by reason;
+a file that is not readable JSON, or has a ``ts`` or ``dur`` string that is not a number (see
+test_string_times), raises ``ValueError`` naming the file and the character offset, and
 ``perfkit analyze`` prints that one line on stderr and exits 2.
 """
 
@@ -69,10 +70,10 @@ def test_a_number_past_pythons_digit_limit_is_a_value_error_naming_the_file(tmp_
         analyze_trace(path)
 
 
-def test_string_nan_and_infinite_times_are_counted_by_reason_not_silently_dropped(tmp_path: Path) -> None:
+def test_wrong_type_nan_and_infinite_times_are_counted_by_reason_not_silently_dropped(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     good = op("aten::mm", 0, 10)
-    bad = [{**good, "ts": "12"}, {**good, "ts": "12"}, {**good, "ts": math.nan}, {**good, "dur": math.inf}]
+    bad = [{**good, "ts": True}, {**good, "ts": [12]}, {**good, "ts": math.nan}, {**good, "dur": math.inf}]
     bad += [{**good, "dur": -1}, {**good, "name": 5}, [1, 2], {**memory(1, 5), "args": {"Bytes": math.nan}}]
     path.write_text(json.dumps({"traceEvents": [good, *bad]}))  # json.dumps writes NaN and Infinity
     assert skipped(path) == {
@@ -173,7 +174,17 @@ def test_any_mix_of_wrong_types_and_values_is_analysed_or_refused_with_a_value_e
 ) -> None:
     path = tmp_path / "fuzz.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    a = analyze_trace(path, top_k=3)
+    strings = [e for e in events if isinstance(e, dict) and str in {type(e["ts"]), type(e["dur"])}]
+    try:
+        a = analyze_trace(path, top_k=3)
+    except ValueError as exc:  # only for a ts or dur string that is not a number
+        refused = str(exc)
+    else:
+        refused = ""
+    if refused:
+        assert strings
+        assert refused.endswith(f", not a number) at character {refused.split()[-1]}")
+        return
     json.dumps(a.to_dict(), allow_nan=False)
     assert format_analysis(a, width=60)
     assert diff_traces(path, path).ops.grown == ()

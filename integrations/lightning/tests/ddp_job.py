@@ -48,7 +48,7 @@ def main(out: str) -> None:
                 profile_epochs=[1],
                 profile_steps=2,
                 warmup_steps=1,
-                phases=["train"],
+                stages=["train"],
                 output_dir=f"{out}/traces",
             ),
         ],

@@ -50,7 +50,7 @@ def test_every_callback_config_instantiates_with_its_defaults(app: Path) -> None
     cfg = compose_app(app, [])
     callbacks = {name: instantiate(node) for name, node in cfg.callbacks.items()}  # type: ignore[attr-defined]
     assert isinstance(callbacks["perf_monitor"], PerfMonitor)
-    assert callbacks["perf_monitor"].phases == ("train", "val", "test", "predict")
+    assert callbacks["perf_monitor"].stages == ("train", "val", "test", "predict")
     assert isinstance(callbacks["performance_profiler"], PerformanceProfilerCallback)
     assert callbacks["performance_profiler"].log_interval == 10
     assert isinstance(callbacks["throughput_monitor"], ThroughputMonitorCallback)
@@ -90,15 +90,25 @@ def test_command_line_overrides_reach_the_callbacks(app: Path) -> None:
         app,
         [
             "callbacks.perf_monitor.enabled=false",
-            "callbacks.perf_monitor.phases=[val]",
+            "callbacks.perf_monitor.stages=[val]",
+            "callbacks.profiler.stages=[test]",
             "callbacks.performance_profiler.verbose=true",
             "callbacks.throughput_monitor.log_interval=5",
         ],
     )
     monitor = instantiate(cfg.callbacks.perf_monitor)  # type: ignore[attr-defined]
-    assert (monitor.enabled, monitor.phases) == (False, ("val",))
+    assert (monitor.enabled, monitor.stages) == (False, ("val",))
+    assert instantiate(cfg.callbacks.profiler).windows.stages == ("test",)  # type: ignore[attr-defined]
     assert instantiate(cfg.callbacks.performance_profiler).verbose is True  # type: ignore[attr-defined]
     assert instantiate(cfg.callbacks.throughput_monitor).log_interval == 5  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("callback", ["perf_monitor", "profiler"])
+def test_an_override_line_with_the_old_key_phases_still_runs_and_warns(app: Path, callback: str) -> None:
+    cfg = compose_app(app, [f"callbacks.{callback}.phases=[val]"])
+    with pytest.warns(FutureWarning, match=r"\(phases=\.\.\.\) is deprecated .*: use stages="):
+        made = instantiate(cfg.callbacks[callback])  # type: ignore[index]
+    assert (made.stages if callback == "perf_monitor" else made.windows.stages) == ("val",)
 
 
 def test_selecting_one_callback_from_the_command_line(tmp_path: Path) -> None:

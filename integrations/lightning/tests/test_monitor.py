@@ -1,4 +1,4 @@
-"""PerfMonitor on a real Trainer: per-epoch metrics of every phase, read back from CSVLogger's file."""
+"""PerfMonitor on a real Trainer: per-epoch metrics of every stage, read back from CSVLogger's file."""
 
 from __future__ import annotations
 
@@ -57,9 +57,9 @@ def test_every_stage_gets_its_metrics_once_per_epoch(fit: Fit) -> None:
     assert fit.values("perf/val/steps") == [4.0, 4.0]
     assert fit.values("perf/test/steps") == [2.0]
     assert fit.values("perf/predict/steps") == [2.0]
-    for phase in ("train", "val", "test", "predict"):
+    for stage in ("train", "val", "test", "predict"):
         for key in ("step_ms_mean", "step_ms_median", "step_ms_p95", "step_ms_p99", "step_ms_max"):
-            assert all(v > 0 for v in fit.values(f"perf/{phase}/{key}")), key
+            assert all(v > 0 for v in fit.values(f"perf/{stage}/{key}")), key
 
 
 def test_metrics_land_at_the_step_lightning_uses_for_the_epoch(fit: Fit) -> None:
@@ -71,9 +71,9 @@ def test_metrics_land_at_the_step_lightning_uses_for_the_epoch(fit: Fit) -> None
 
 
 def test_data_wait_per_batch_and_its_share_of_the_epoch(fit: Fit) -> None:
-    for phase in ("train", "val", "test"):
-        assert all(v > 0 for v in fit.values(f"perf/{phase}/data_wait_ms_mean")), phase
-        assert all(0 < v <= 1 for v in fit.values(f"perf/{phase}/data_wait_fraction")), phase
+    for stage in ("train", "val", "test"):
+        assert all(v > 0 for v in fit.values(f"perf/{stage}/data_wait_ms_mean")), stage
+        assert all(0 < v <= 1 for v in fit.values(f"perf/{stage}/data_wait_fraction")), stage
 
 
 def test_throughput_and_the_validation_to_training_ratio(fit: Fit) -> None:
@@ -95,7 +95,7 @@ def test_records_from_dataloader_workers_are_in_their_epoch(fit: Fit) -> None:
 
 
 def test_the_training_window_leaves_validation_out(fit: Fit) -> None:
-    # forward runs in training and validation steps: each phase counts only its own
+    # forward runs in training and validation steps: each stage counts only its own
     assert fit.values("perf/train/series/forward/count") == [8.0, 8.0]
     assert fit.values("perf/val/series/forward/count") == [4.0, 4.0]
 
@@ -217,8 +217,9 @@ def test_non_numeric_tags_are_warned_about_once(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"phases": ["train", "eval"]}, ValueError, "phases: unknown phase 'eval'"),
-        ({"phases": "train"}, TypeError, "phases must be a list"),
+        ({"stages": ["train", "eval"]}, ValueError, "stages: unknown stage 'eval'"),
+        ({"stages": "train"}, TypeError, "stages must be a list"),
+        ({"stages": ["val"], "phases": ["val"]}, TypeError, "give stages= or its old name phases=, not both"),
         ({"top_k_slowest": -1}, ValueError, "top_k_slowest must be an int >= 0, got -1"),
         ({"batch_size_fn": 3}, TypeError, "batch_size_fn must be callable or None, got 3"),
         (
@@ -246,6 +247,20 @@ def test_bad_arguments_fail_at_construction(
 ) -> None:
     with pytest.raises(error, match=message.replace("(", "\\(").replace(")", "\\)")):
         PerfMonitor(**kwargs)
+
+
+def test_phases_is_the_old_name_of_stages_and_still_works_with_a_future_warning() -> None:
+    import perfkit_lightning
+
+    with pytest.warns(FutureWarning, match=r"PerfMonitor\(phases=\.\.\.\) is deprecated .*: use stages="):
+        monitor = PerfMonitor(phases=["val"])
+    assert monitor.stages == ("val",)
+    with pytest.warns(FutureWarning, match="use PerfMonitor.stages"):
+        assert monitor.phases == ("val",)
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="phases: unknown stage 'eval'"):
+        PerfMonitor(phases=["eval"])  # the error names the argument given
+    with pytest.warns(FutureWarning, match="use perfkit_lightning.STAGES"):
+        assert perfkit_lightning.PHASES == perfkit_lightning.STAGES == ("train", "val", "test", "predict")
 
 
 def test_with_the_progress_bar_on_no_line_is_spliced_into_the_bar(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def profiled(
     return root, callback, rows, out.text
 
 
-def test_traces_exist_only_for_the_listed_epochs_and_phases(profiled: Any) -> None:
+def test_traces_exist_only_for_the_listed_epochs_and_stages(profiled: Any) -> None:
     root, callback, _, _ = profiled
     files = sorted(p.name for p in (root / "traces").iterdir())
     assert files == ["train_epoch1.pt.trace.json.gz", "val_epoch1.pt.trace.json.gz"]
@@ -100,7 +100,7 @@ def test_outside_windows_nothing_is_wrapped_or_traced(profiled: Any) -> None:
 
 def test_repeat_really_repeats(tmp_path: Path) -> None:
     callback = ProfilerCallback(
-        profile_epochs=[0], profile_steps=2, warmup_steps=1, wait=1, repeat=2, phases=("train",),
+        profile_epochs=[0], profile_steps=2, warmup_steps=1, wait=1, repeat=2, stages=("train",),
         output_dir=str(tmp_path / "traces"), console=False,
     )  # fmt: skip
     trainer(str(tmp_path), [callback], logger=False, max_epochs=1, limit_val_batches=0).fit(Tiny())
@@ -175,7 +175,9 @@ def test_disabled_it_leaves_the_trainer(tmp_path: Path) -> None:
         ({"profile_epochs": 1}, TypeError, "profile_epochs must be a list"),
         ({"profile_epochs": [-1]}, ValueError, "profile_epochs: epochs are ints >= 0, got -1"),
         ({"activities": ["tpu"]}, ValueError, "activities: unknown activity 'tpu'"),
-        ({"phases": ["predict"]}, ValueError, "phases: unknown phase 'predict'"),
+        ({"stages": ["predict"]}, ValueError, "stages: unknown stage 'predict'"),
+        ({"stages": "val"}, TypeError, "stages must be a list of stage names, got 'val'"),
+        ({"stages": ["val"], "phases": ["val"]}, TypeError, "give stages= or its old name phases=, not both"),
         ({"log_top_k_ops": 0}, ValueError, "log_top_k_ops must be an int >= 1, got 0"),
         ({"max_trace_mb": 0}, ValueError, r"max_trace_mb must be a finite number in \(0, 100,000.0\], got 0"),
         ({"max_trace_mb": float("nan")}, ValueError, r"max_trace_mb must be a finite number .*, got nan"),
@@ -192,12 +194,19 @@ def test_bad_arguments_fail_at_construction(
         ProfilerCallback(**kwargs)
 
 
+def test_phases_is_the_old_name_of_stages_and_still_works_with_a_future_warning() -> None:
+    deprecated = r"ProfilerCallback\(phases=\.\.\.\) is deprecated .*: use stages="
+    with pytest.warns(FutureWarning, match=deprecated):
+        assert ProfilerCallback(phases=["test"]).windows.stages == ("test",)
+    assert ProfilerCallback().windows.stages == ("train", "val")
+
+
 def test_memory_stays_flat_over_many_windows(tmp_path: Path) -> None:
     """Every window's profiler session is released once its trace is written."""
     import gc
 
     callback = ProfilerCallback(
-        profile_steps=2, warmup_steps=0, repeat=2, wait=1, phases=("train", "val"),
+        profile_steps=2, warmup_steps=0, repeat=2, wait=1, stages=("train", "val"),
         output_dir=str(tmp_path / "t"), console=False,
     )  # fmt: skip
     trainer(str(tmp_path), [callback], logger=False, max_epochs=4).fit(Tiny())

@@ -1,4 +1,4 @@
-"""A tiny LightningModule with all four phases, importable by tests and by the DDP job script."""
+"""A tiny LightningModule with all four stages, importable by tests and by the DDP job script."""
 
 from __future__ import annotations
 
@@ -71,10 +71,10 @@ class Tiny(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
-    def _loader(self, phase: str) -> DataLoader[Any]:
-        workers = self.workers if phase != "predict" else 0
+    def _loader(self, stage: str) -> DataLoader[Any]:
+        workers = self.workers if stage != "predict" else 0
         return DataLoader(
-            Numbers(self.sizes[phase]),
+            Numbers(self.sizes[stage]),
             batch_size=self.batch_size,
             num_workers=workers,
             multiprocessing_context=self.context if workers else None,

@@ -9,18 +9,22 @@ run directory for ``perfkit report``. ``PerformanceProfilerCallback`` and
 ``ThroughputMonitorCallback`` are presets with the keys of our users' earlier callbacks;
 ``ProfilerCallback`` opens torch.profiler windows on chosen epochs and reads the traces.
 Stacked on one Trainer they share one stage timeline: each step is recorded once.
+``STAGES`` are the stages a callback's ``stages=`` picks from.
 """
 
+import warnings
+
+from perfkit.names import STAGES
 from perfkit.stages import tag_step
 
-from ._monitor import PHASES, PerfMonitor
+from ._monitor import PerfMonitor
 from ._presets import PerformanceProfilerCallback, ThroughputMonitorCallback
 from ._profiler import ProfilerCallback
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "PHASES",
+    "STAGES",
     "PerfMonitor",
     "PerformanceProfilerCallback",
     "ProfilerCallback",
@@ -28,3 +32,15 @@ __all__ = [
     "__version__",
     "tag_step",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "PHASES":  # the deprecated name of STAGES, kept for one release
+        warnings.warn(
+            "perfkit_lightning.PHASES is deprecated and goes in the next release:"
+            " use perfkit_lightning.STAGES",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return STAGES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,6 +9,7 @@ window is already merged over ranks; rank 0 publishes.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,46 +17,47 @@ from typing import Any
 from lightning.pytorch import LightningModule, Trainer
 
 import perfkit
+from perfkit.checks import check_int, check_number
 from perfkit.findings import Case, Verdict, judge, write_diagnosis
 from perfkit.names import STAGES
 from perfkit.reports import summary_text
 from perfkit.resources import MAX_INTERVAL_S
 from perfkit.sinks import Sink, SinkFanout, check_sinks
-from perfkit.stages import StageWindow, cores_for_workers, stage_metrics
+from perfkit.stages import StageWindow, check_stages, cores_for_workers, stage_metrics
 
 from ._attach import attach_report
-from ._base import PerfkitCallback
+from ._base import PerfkitCallback, stages_or_phases
 from ._console import say
 from ._driver import Driver
 from ._lightning import log_step
 
-PHASES = STAGES
-"""The stages PerfMonitor can watch (the argument keeps its first users' name, ``phases``)."""
 BatchSizeFn = Callable[[Any], int]
 
 
 class PerfMonitor(PerfkitCallback):
     """Per-epoch performance metrics of train, val, test and predict, logged to every logger.
 
-    For each epoch of each stage: step time (mean, median, p95, p99, max), the wait for data
-    per batch and its share of the epoch, the account of the epoch's time (data wait, step,
-    each callback, loader set-up, other), samples/s and batches/s, the validation-to-training
-    time per sample, every perfkit series recorded in the epoch (sections, ``@timed``,
-    records from DataLoader workers), memory peaks from the resource sampler, workers needed,
-    and the ``top_k_slowest`` steps with their ``tag_step`` tags. Keys look like
-    ``perf/val/step_ms_p95``. ``sinks`` get the same metrics (a ``perfkit.sinks`` sink each).
-    At the end of a fit the run's verdicts go to ``RUN_DIR/verdicts.json`` and, with
-    ``attach_report``, its HTML report to the W&B and MLflow runs of the Trainer's loggers.
+    For each epoch of each of ``stages`` (None: all of ``STAGES``): step time (mean, median,
+    p95, p99, max), the wait for data per batch and its share of the epoch, the account of the
+    epoch's time (data wait, step, each callback, loader set-up, other), samples/s and
+    batches/s, the validation-to-training time per sample, every perfkit series recorded in
+    the epoch (sections, ``@timed``, records from DataLoader workers), memory peaks from the
+    resource sampler, workers needed, and the ``top_k_slowest`` steps with their ``tag_step``
+    tags. Keys look like ``perf/val/step_ms_p95``. ``sinks`` get the same metrics (a
+    ``perfkit.sinks`` sink each). At the end of a fit the run's verdicts go to
+    ``RUN_DIR/verdicts.json`` and, with ``attach_report``, its HTML report to the W&B and
+    MLflow runs of the Trainer's loggers.
+    ``phases`` is the deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release).
 
     >>> from perfkit_lightning import PerfMonitor
-    >>> monitor = PerfMonitor(phases=("train", "val"), console=True)
+    >>> monitor = PerfMonitor(stages=("train", "val"), console=True)
     """
 
     def __init__(
         self,
         *,
         enabled: bool = True,
-        phases: Iterable[str] = PHASES,
+        stages: Iterable[str] | None = None,
         include_sanity_check: bool = False,
         prefix: str = "perf",
         top_k_slowest: int = 5,
@@ -69,23 +71,17 @@ class PerfMonitor(PerfkitCallback):
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
         attach_report: bool = True,
+        phases: Iterable[str] | None = None,
     ) -> None:
-        self.phases = check_stages(phases)
+        stages, argument = stages_or_phases("PerfMonitor", stages, phases)
+        self.stages = check_stages(STAGES if stages is None else stages, argument)
+        """The stages watched."""
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty str, got {prefix!r}")
-        if isinstance(top_k_slowest, bool) or not isinstance(top_k_slowest, int) or top_k_slowest < 0:
-            raise ValueError(f"top_k_slowest must be an int >= 0, got {top_k_slowest!r}")
+        check_int(top_k_slowest, "top_k_slowest")
         if batch_size_fn is not None and not callable(batch_size_fn):
             raise TypeError(f"batch_size_fn must be callable or None, got {batch_size_fn!r}")
-        if (
-            isinstance(sample_interval_s, bool)
-            or not isinstance(sample_interval_s, (int, float))
-            or not 0 < sample_interval_s <= MAX_INTERVAL_S  # NaN fails too
-        ):
-            limit = f"(0, {MAX_INTERVAL_S:g}]"
-            raise ValueError(
-                f"sample_interval_s must be a finite number in {limit}, got {sample_interval_s!r}"
-            )
+        check_number(sample_interval_s, "sample_interval_s", low=0, high=MAX_INTERVAL_S)
         if run_dir is not None and not isinstance(run_dir, (str, Path)):
             raise TypeError(f"run_dir must be a path or None, got {run_dir!r}")
         if registry is not None and not isinstance(registry, perfkit.Registry):
@@ -111,6 +107,16 @@ class PerfMonitor(PerfkitCallback):
         self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
         self._train: StageWindow | None = None
         self._held: list[str] = []  # console blocks of stages run inside training, said after its own
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """Deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release)."""
+        warnings.warn(
+            "PerfMonitor.phases is deprecated and goes in the next release: use PerfMonitor.stages",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return self.stages
 
     def wants_resources(self) -> bool:
         return self.sample_resources
@@ -153,7 +159,7 @@ class PerfMonitor(PerfkitCallback):
 
     def stage_ended(self, window: StageWindow) -> None:
         stage = window.stage
-        if stage != "sanity" and stage not in self.phases:
+        if stage != "sanity" and stage not in self.stages:
             return
         metrics = stage_metrics(window, prefix=self.prefix, user_series=self.user_series)
         self.last_metrics[stage] = metrics
@@ -187,17 +193,6 @@ class PerfMonitor(PerfkitCallback):
         case = Case(window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s)
         verdicts, _ = judge(case)
         return verdicts[0] if verdicts else None
-
-
-def check_stages(stages: Iterable[str]) -> tuple[str, ...]:
-    """``phases=``: some of ``PHASES``."""
-    if isinstance(stages, str):
-        raise TypeError(f"phases must be a list of stage names, got the string {stages!r}")
-    out = tuple(stages)
-    unknown = [p for p in out if p not in PHASES]
-    if unknown:
-        raise ValueError(f"phases: unknown phase {unknown[0]!r}, expected some of {list(PHASES)}")
-    return out
 
 
 def _close(sink: Sink) -> None:

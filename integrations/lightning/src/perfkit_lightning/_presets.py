@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from lightning.pytorch import LightningModule, Trainer
 
 from perfkit import Snapshot
+from perfkit.checks import check_int
 from perfkit.names import fetch_series, step_series, wait_series
 from perfkit.sinks import SinkFanout
 from perfkit.stages import StageWindow, metric_key, stage_metrics
@@ -24,12 +25,6 @@ from ._lightning import log_step
 from ._sinks import log_to_loggers
 
 _MB = 1024 * 1024
-
-
-def _check_interval(log_interval: int) -> int:
-    if isinstance(log_interval, bool) or not isinstance(log_interval, int) or log_interval < 1:
-        raise ValueError(f"log_interval must be an int >= 1, got {log_interval!r}")
-    return log_interval
 
 
 class _Preset(PerfkitCallback):
@@ -68,7 +63,7 @@ class PerformanceProfilerCallback(_Preset):
         self, enabled: bool = True, log_interval: int = 10, profile_memory: bool = True, verbose: bool = False
     ) -> None:
         self.enabled = bool(enabled)
-        self.log_interval = _check_interval(log_interval)
+        self.log_interval = check_int(log_interval, "log_interval", low=1)
         self.profile_memory = profile_memory
         self.verbose = verbose
         self._logged_batches = 0
@@ -168,7 +163,7 @@ class ThroughputMonitorCallback(_Preset):
         memory_probes: Mapping[str, Callable[[], int]] | None = None,
     ) -> None:
         self.enabled = bool(enabled)
-        self.log_interval = _check_interval(log_interval)
+        self.log_interval = check_int(log_interval, "log_interval", low=1)
         self.track_memory = track_memory
         self.track_timing = track_timing
         if memory_probes is not None and not isinstance(memory_probes, Mapping):

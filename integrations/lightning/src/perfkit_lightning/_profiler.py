@@ -16,30 +16,33 @@ from pathlib import Path
 
 from lightning.pytorch import LightningModule, Trainer
 
+from perfkit.checks import check_int
 from perfkit.sinks import SinkFanout
-from perfkit.stages import StageWindow, metric_key
+from perfkit.stages import StageWindow, check_stages, metric_key
 from perfkit.torch import ProfilerWindows, world_size
 from perfkit.trace import TraceAnalysis, format_analysis
 
-from ._base import PerfkitCallback
+from ._base import PerfkitCallback, stages_or_phases
 from ._console import say
 from ._driver import Driver
 from ._lightning import log_step, total_steps
 from ._sinks import log_to_loggers
 
-PROFILED_PHASES = ("train", "val", "test")
+PROFILED_STAGES = ("train", "val", "test")
 
 
 class ProfilerCallback(PerfkitCallback):
-    """torch.profiler windows on ``profile_epochs`` (None: every epoch), for the stages in ``phases``.
+    """torch.profiler windows on ``profile_epochs`` (None: every epoch), for the ``stages`` listed.
 
     Each window warms up for ``warmup_steps`` and records ``profile_steps`` steps, after
     ``skip_first`` steps and ``wait`` steps before each of ``repeat`` cycles. ``activities``
     is a list of "cpu" / "cuda" (None: CPU, plus CUDA where available). Traces over
     ``max_trace_mb`` are not kept; ``output_dir`` None puts them in ``LOG_DIR/perfkit/traces``.
+    ``stages`` are some of train, val and test (None: train and val); ``phases`` is their
+    deprecated name (a ``FutureWarning``; gone in the next release).
 
     >>> from perfkit_lightning import ProfilerCallback
-    >>> profiler = ProfilerCallback(profile_epochs=[1], profile_steps=20, phases=("val",))
+    >>> profiler = ProfilerCallback(profile_epochs=[1], profile_steps=20, stages=("val",))
     """
 
     def __init__(
@@ -55,7 +58,7 @@ class ProfilerCallback(PerfkitCallback):
         export_chrome_trace: bool = True,
         log_top_k_ops: int = 10,
         *,
-        phases: Iterable[str] = ("train", "val"),
+        stages: Iterable[str] | None = None,
         skip_first: int = 0,
         wait: int = 0,
         repeat: int = 1,
@@ -64,10 +67,12 @@ class ProfilerCallback(PerfkitCallback):
         max_trace_mb: float = 500.0,
         console: bool = True,
         run_dir: str | None = None,
+        phases: Iterable[str] | None = None,
     ) -> None:
-        stages = _check_phases(phases)
-        if isinstance(log_top_k_ops, bool) or not isinstance(log_top_k_ops, int) or log_top_k_ops < 1:
-            raise ValueError(f"log_top_k_ops must be an int >= 1, got {log_top_k_ops!r}")
+        wanted, argument = stages_or_phases("ProfilerCallback", stages, phases)
+        wanted = ("train", "val") if wanted is None else wanted
+        checked = check_stages(wanted, argument, among=PROFILED_STAGES)
+        check_int(log_top_k_ops, "log_top_k_ops", low=1)
         if output_dir is not None and (not isinstance(output_dir, (str, Path)) or not str(output_dir)):
             raise TypeError(f"output_dir must be a non-empty path or None, got {output_dir!r}")
         if run_dir is not None and not isinstance(run_dir, (str, Path)):
@@ -76,7 +81,7 @@ class ProfilerCallback(PerfkitCallback):
         self.windows = ProfilerWindows(
             output_dir=output_dir or ".",
             epochs=profile_epochs,
-            stages=stages,
+            stages=checked,
             profile_steps=profile_steps,
             warmup_steps=warmup_steps,
             skip_first=skip_first,
@@ -178,14 +183,4 @@ def _metrics(stage: str, analysis: TraceAnalysis) -> dict[str, float]:
         out[f"{key}/{phase}_fraction"] = share
     if analysis.top_cpu_ops:
         out[f"{key}/top_op_self_ms"] = analysis.top_cpu_ops[0].self_us / 1e3
-    return out
-
-
-def _check_phases(phases: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(phases, str):
-        raise TypeError(f"phases must be a list of phase names, got the string {phases!r}")
-    out = tuple(phases)
-    unknown = [p for p in out if p not in PROFILED_PHASES]
-    if unknown:
-        raise ValueError(f"phases: unknown phase {unknown[0]!r}, expected some of {list(PROFILED_PHASES)}")
     return out
