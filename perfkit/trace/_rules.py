@@ -5,7 +5,7 @@ rule. Thresholds are fractions; a finding's ``value`` is the share that crossed 
 GPU, the idle share), so sorting by value puts the biggest problem first.
 
     >>> [rule.kind for rule in TRACE_RULES][:3]
-    ['data_loading', 'section', 'cpu_op']
+    ['data_wait', 'section', 'cpu_op']
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from ._finding import Finding
 if TYPE_CHECKING:
     from ._results import TraceAnalysis
 
-DATA_LOADING_MIN_SHARE = 0.30  # of step time
+DATA_WAIT_MIN_SHARE = 0.30  # of step time
 SECTION_MIN_SHARE = 0.50  # of step time, one perfkit section
 CPU_OP_MIN_SHARE = 0.40  # of all CPU op self time, one op
 GPU_BUSY_MAX_SHARE = 0.50  # of step time, when the trace has device activity
 HOST_WAIT_MIN_SHARE = 0.50  # of the device's idle time, to say that it waits for the CPU
 OPTIMIZER_MIN_SHARE = 0.30  # of step time
-UNACCOUNTED_MIN_SHARE = 0.40  # of step time
-NAMED_MIN_PART = 0.25  # of the unaccounted time, for the annotation holding it to be named
+OTHER_MIN_SHARE = 0.40  # of step time
+NAMED_MIN_PART = 0.25  # of the other time, for the annotation holding it to be named
 EXPOSED_COMM_MIN_SHARE = 0.20  # of step time: communication with no compute kernel beside it
 
 
@@ -46,11 +46,11 @@ def find_bottlenecks(analysis: TraceAnalysis) -> tuple[Finding, ...]:
     return tuple(sorted(found, key=lambda f: -f.value))
 
 
-def _data_loading(a: TraceAnalysis) -> Iterable[Finding]:
-    data = a.phases.share("data_loading")
-    if data >= DATA_LOADING_MIN_SHARE:
+def _data_wait(a: TraceAnalysis) -> Iterable[Finding]:
+    data = a.parts.share("data_wait")
+    if data >= DATA_WAIT_MIN_SHARE:
         text = f"data loader waits take {data:.1%} of step time: more workers or a cheaper collate would help"
-        yield Finding("data_loading", text, data)
+        yield Finding("data_wait", text, data)
 
 
 def _sections(a: TraceAnalysis) -> Iterable[Finding]:
@@ -95,7 +95,7 @@ def _gpu_idle(a: TraceAnalysis) -> Iterable[Finding]:
 
 
 def _optimizer(a: TraceAnalysis) -> Iterable[Finding]:
-    optimizer = a.phases.share("optimizer")
+    optimizer = a.parts.share("optimizer")
     if optimizer >= OPTIMIZER_MIN_SHARE:
         ops = (op.name for op in a.top_cpu_ops if "_foreach_" in op.name or "_fused_" in op.name)
         batched = next(ops, None)
@@ -107,22 +107,20 @@ def _optimizer(a: TraceAnalysis) -> Iterable[Finding]:
         yield Finding("optimizer", text, optimizer)
 
 
-def _unaccounted(a: TraceAnalysis) -> Iterable[Finding]:
-    untracked = a.phases.share("unaccounted")
-    if untracked < UNACCOUNTED_MIN_SHARE:
+def _other(a: TraceAnalysis) -> Iterable[Finding]:
+    untracked = a.parts.share("other")
+    if untracked < OTHER_MIN_SHARE:
         return
-    text = f"{untracked:.1%} of step time is outside any phase mark"
-    # Name the annotation holding the unaccounted time only when it holds a good part of it.
-    inside = [
-        s for s in a.phase_sources if s.phase == "unaccounted" and s.share >= untracked * NAMED_MIN_PART
-    ]
+    text = f"{untracked:.1%} of step time is outside any part mark"
+    # Name the annotation holding the other time only when it holds a good part of it.
+    inside = [s for s in a.part_sources if s.part == "other" and s.share >= untracked * NAMED_MIN_PART]
     if inside:
         text += f", {inside[0].share:.1%} of step time inside {inside[0].name!r}"
-    if not any(s.phase == "forward" for s in a.phase_sources):
+    if not any(s.part == "forward" for s in a.part_sources):
         text += " (torch marks no forward pass: a record_function('## forward ##') range around it would)"
     elif not inside:
-        text += " (untracked work, e.g. Python between the marked phases)"
-    yield Finding("unaccounted", text, untracked)
+        text += " (untracked work, e.g. Python between the marked parts)"
+    yield Finding("other", text, untracked)
 
 
 def _exposed_comm(a: TraceAnalysis) -> Iterable[Finding]:
@@ -138,18 +136,14 @@ def _exposed_comm(a: TraceAnalysis) -> Iterable[Finding]:
 
 
 TRACE_RULES = (
-    TraceRule(
-        "data_loading", f"data loading takes >= {DATA_LOADING_MIN_SHARE:.0%} of step time", _data_loading
-    ),
+    TraceRule("data_wait", f"waiting for data takes >= {DATA_WAIT_MIN_SHARE:.0%} of step time", _data_wait),
     TraceRule("section", f"one perfkit section takes >= {SECTION_MIN_SHARE:.0%} of step time", _sections),
     TraceRule("cpu_op", f"one CPU op takes >= {CPU_OP_MIN_SHARE:.0%} of all op self time", _cpu_op),
     TraceRule(
         "gpu_idle", f"the device is busy < {GPU_BUSY_MAX_SHARE:.0%} of step time; why it idles", _gpu_idle
     ),
     TraceRule("optimizer", f"the optimizer takes >= {OPTIMIZER_MIN_SHARE:.0%} of step time", _optimizer),
-    TraceRule(
-        "unaccounted", f">= {UNACCOUNTED_MIN_SHARE:.0%} of step time outside any phase mark", _unaccounted
-    ),
+    TraceRule("other", f">= {OTHER_MIN_SHARE:.0%} of step time outside any part mark", _other),
     TraceRule(
         "exposed_comm", f"communication alone >= {EXPOSED_COMM_MIN_SHARE:.0%} of step time", _exposed_comm
     ),
