@@ -88,7 +88,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _add_diff(subparsers: Subparsers) -> None:
-    p = subparsers.add_parser("diff", help="compare two traces per step: phases, CPU ops and device kernels")
+    p = subparsers.add_parser("diff", help="compare two traces per step: parts, CPU ops and device kernels")
     p.add_argument("trace_a", metavar="TRACE_A")
     p.add_argument("trace_b", metavar="TRACE_B")
     _add_output_options(p)

@@ -1,4 +1,4 @@
-"""perfkit's vocabulary: every series, mark and metadata name that one part writes and another reads.
+"""perfkit's vocabulary: every series, part, mark and metadata name that one module writes and another reads.
 
 Writers (entry points, loaders, the stage recorder, the profiler tracer) and readers (stage
 metrics, findings, the report, the trace analyser, the Lightning integration) all import
@@ -19,8 +19,22 @@ script. Records of a stage epoch:
 ``NAME.gpu``                the GPU time of a ``cuda=True`` section or ``@timed`` function
 ==========================  ===========================================================
 
+A *part* is a piece of a step's (or a stage epoch's) time. Two splits use one set of names:
+
+==============  ========================================================================
+the account     ``data_wait``, ``step``, ``callbacks``, ``loader_setup``, ``other``: a stage
+                epoch's wall time, measured by perfkit's timers (``ACCOUNT_PARTS``)
+a trace         ``data_wait``, ``forward``, ``backward``, ``optimizer``, ``other``: the
+                profiled steps of a torch.profiler trace, from its marks (``TRACE_PARTS``)
+==============  ========================================================================
+
+``forward``, ``backward`` and ``optimizer`` are the pieces of ``step`` that a trace can see;
+``other`` is, in both, the time nothing measured covers.
+
 >>> step_series("val"), wait_series("val"), fetch_series("train")
 ('val.step', 'val.data.wait', 'train.data.fetch')
+>>> part_label(DATA_WAIT), MARK_FORWARD
+('data wait', 'perfkit.part.forward')
 """
 
 from __future__ import annotations
@@ -108,13 +122,49 @@ def is_stage_series(name: str) -> bool:
     return any(name.startswith(stage + HOOK) for stage in STAGES)
 
 
+DATA_WAIT = "data_wait"
+FORWARD = "forward"
+BACKWARD = "backward"
+OPTIMIZER = "optimizer"
+CALLBACKS = "callbacks"
+OTHER = "other"
+STEP_PART = "step"  # STEP and LOADER_SETUP above are the series' suffixes
+LOADER_SETUP_PART = "loader_setup"
+
+ACCOUNT_PARTS = (DATA_WAIT, STEP_PART, CALLBACKS, LOADER_SETUP_PART, OTHER)
+"""The parts of a stage epoch's account, in the order a report stacks them."""
+
+# A trace knows data loading only as the loader's fetch on the main thread (torch's
+# ``enumerate(DataLoader)#...``, Lightning's ``..._next``, perfkit's mark of the loader's wait): that
+# is the loop waiting for data, the account's ``data_wait``. What no mark covers is ``other``.
+TRACE_PARTS = (DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER, OTHER)
+"""The parts of a profiled step, in the order trace text lists them."""
+
+OLD_TRACE_PARTS = {"data_loading": DATA_WAIT, "unaccounted": OTHER}
+"""The old names of two trace parts, still read in trace analyses written before they were renamed."""
+
+
 # Profiler marks: ranges perfkit opens in a torch.profiler trace while a profiler window records,
-# and that ``perfkit.trace`` reads back to split each step by phase.
-MARK_PREFIX = "perfkit.phase."
-MARK_DATA = MARK_PREFIX + "data_fetch"
-MARK_FORWARD = MARK_PREFIX + "forward"
-MARK_BACKWARD = MARK_PREFIX + "backward"
-MARK_OPTIMIZER = MARK_PREFIX + "optimizer_step"
+# and that ``perfkit.trace`` reads back to split each step into parts.
+MARK_PREFIX = "perfkit.part."
+MARK_DATA_WAIT = MARK_PREFIX + DATA_WAIT
+MARK_FORWARD = MARK_PREFIX + FORWARD
+MARK_BACKWARD = MARK_PREFIX + BACKWARD
+MARK_OPTIMIZER = MARK_PREFIX + OPTIMIZER
+# The marks' old names (``perfkit.phase.*``), written by perfkit 0.1: still read in traces.
+OLD_MARK_PREFIX = "perfkit.phase."
+OLD_MARKS = {
+    OLD_MARK_PREFIX + "data_fetch": MARK_DATA_WAIT,
+    OLD_MARK_PREFIX + "forward": MARK_FORWARD,
+    OLD_MARK_PREFIX + "backward": MARK_BACKWARD,
+    OLD_MARK_PREFIX + "optimizer_step": MARK_OPTIMIZER,
+}
+
+
+def part_label(part: str) -> str:
+    """A part's name in text: ``"data_wait"`` -> ``"data wait"``."""
+    return part.replace("_", " ")
+
 
 TRACE_METADATA_KEY = "perfkit"
 """Top-level key of a Chrome trace written in a profiler window: ``{"sections": [...]}``."""

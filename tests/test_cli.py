@@ -19,7 +19,7 @@ REAL = Path(__file__).parent / "data" / "traces" / "torch_cpu_marked.pt.trace.js
 def small(tmp_path: Path) -> Path:
     events = [
         step(1, 0, 100),
-        mark("perfkit.phase.data_fetch", 0, 62),
+        mark("perfkit.part.data_wait", 0, 62),
         op("aten::addmm", 70, 20),
         op("aten::relu", 90, 5),
     ]
@@ -33,7 +33,7 @@ def test_analyze_prints_the_profiler_lines(
     assert main(["analyze", str(small)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"[Profiler] Trace: {small} (4 events, 1 step, 100.0 µs)"
-    assert lines[1].startswith("[Profiler] Summary: dataloader 62.0%")
+    assert lines[1].startswith("[Profiler] Summary: data wait 62.0%")
     assert "[Profiler]     20.0 µs  80.0%  20.0 µs      1  aten::addmm" in lines
     assert "[Profiler] Bottlenecks:" in lines
     assert (
@@ -47,7 +47,7 @@ def test_analyze_json_is_the_analysis_as_a_dict(small: Path, capsys: pytest.Capt
     assert main(["analyze", str(small), "--json", "--top-k", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [o["name"] for o in data["top_cpu_ops"]] == ["aten::addmm"]
-    assert data["phases"]["shares"]["data_loading"] == 0.62
+    assert data["parts"]["shares"]["data_wait"] == 0.62
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "two"])

@@ -46,7 +46,7 @@ SECTIONS = {
     "slowest": "Slowest steps",
     "profiler": "Profiler windows",
 }
-SLOWEST_PER_PHASE = 10
+SLOWEST_PER_STAGE = 10
 
 
 def write_html_report(
@@ -206,7 +206,7 @@ def _slowest(windows: Sequence[RunWindow]) -> str:
         steps = sorted(
             (s for w in windows if w.stage == stage for s in w.slowest), key=lambda s: -s.duration_s
         )
-        for s in steps[:SLOWEST_PER_PHASE]:
+        for s in steps[:SLOWEST_PER_STAGE]:
             tags = ", ".join(f"{k}={v:g}" for k, v in s.tags.items())
             rows.append(
                 [s.stage, str(s.epoch), str(s.batch_idx), str(s.rank), format_seconds(s.duration_s), tags]

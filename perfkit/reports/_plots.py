@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .._snapshot import Snapshot
-from ..names import display_name, stage_label, step_series
+from ..names import display_name, part_label, stage_label, step_series
 from ..run import RunTrace, RunWindow
 from ..stages import PARTS
-from ..trace import ALL_PHASES
+from ..trace import ALL_PARTS
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -68,7 +68,7 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def plain(text: str) -> str:
-    r"""User text (a stage, a series, a phase name) for matplotlib, which would read ``$...$`` as
+    r"""User text (a stage, a series, a part name) for matplotlib, which would read ``$...$`` as
     mathtext and fail on ``$\frac{a$``: every ``$`` is escaped, so the text is drawn as written;
     a control character is drawn as its escape and a long name elided (``display_name``).
 
@@ -186,8 +186,8 @@ def memory_svg(snapshot: Snapshot, windows: Sequence[RunWindow]) -> str | None:
 
 
 def profiler_svg(traces: Sequence[RunTrace]) -> str | None:
-    """One horizontal bar per analysed profiler window: the share of each phase of its step time."""
-    done = [(t, a.phases) for t in traces if (a := t.analysis) is not None]
+    """One horizontal bar per analysed profiler window: the share of each part of its step time."""
+    done = [(t, a.parts) for t in traces if (a := t.analysis) is not None]
     if not done:
         return None
     with _style():
@@ -195,13 +195,13 @@ def profiler_svg(traces: Sequence[RunTrace]) -> str | None:
         ax = fig.subplots()
         y = np.arange(len(done))
         left = np.zeros(len(done))
-        for phase in ALL_PHASES:
-            share = np.array([split.share(phase) for _, split in done])
-            ax.barh(y, share, left=left, label=phase.replace("_", " "))
+        for part in ALL_PARTS:
+            share = np.array([split.share(part) for _, split in done])
+            ax.barh(y, share, left=left, label=part_label(part))
             left += share
         ax.set_yticks(y, [plain(f"{t.stage} {t.epoch} rank {t.rank}") for t, _ in done])
         ax.set(xlim=(0, 1), xlabel="share of profiled step time")
-        ax.legend(ncols=len(ALL_PHASES), loc="lower center", bbox_to_anchor=(0.5, 1.02), fontsize=7)
+        ax.legend(ncols=len(ALL_PARTS), loc="lower center", bbox_to_anchor=(0.5, 1.02), fontsize=7)
         return to_svg(fig)
 
 

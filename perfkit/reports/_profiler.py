@@ -1,7 +1,7 @@
 """The report's profiler section: each profiler window's analysis, with a link to its trace.
 
-The analyses are the ``TraceAnalysis`` objects of ``traces.jsonl``: the phase split of the
-profiled steps, the top CPU ops and GPU activity, and the trace's findings. A trace under
+The analyses are the ``TraceAnalysis`` objects of ``traces.jsonl``: the split of the
+profiled steps into parts, the top CPU ops and GPU activity, and the trace's findings. A trace under
 the run directory is linked relatively, so the directory can be moved.
 """
 
@@ -13,15 +13,16 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .._units import format_seconds
+from ..names import part_label
 from ..run import RunTrace
-from ..trace import ALL_PHASES, PhaseSplit, TraceAnalysis
+from ..trace import ALL_PARTS, PartSplit, TraceAnalysis
 from ._html import e, none, table
 
 
 def profiler_section(
     traces: Sequence[RunTrace], split_svg: str | None, *, link_base: Path, run_dir: Path
 ) -> str:
-    """Every profiler window of the run, after ``split_svg`` (their phase splits side by side)."""
+    """Every profiler window of the run, after ``split_svg`` (their steps split into parts, side by side)."""
     if not traces:
         return none("no profiler windows in this run (traces.jsonl is missing)")
     return (split_svg or "") + "".join(_window(t, trace_link(t.trace, link_base, run_dir)) for t in traces)
@@ -44,7 +45,7 @@ def _window(t: RunTrace, href: str) -> str:
     facts = [f"{a.step_count} steps", _us(a.span_us)]
     if a.gpu_busy_share is not None:
         facts.append(f"GPU busy {a.gpu_busy_share:.1%}")
-    out = head + link + " · " + e(", ".join(facts)) + "</p>" + _phases(a.phases)
+    out = head + link + " · " + e(", ".join(facts)) + "</p>" + _parts(a.parts)
     if a.top_cpu_ops:
         out += table(
             ["CPU op", "calls", "self time", "share"],
@@ -60,9 +61,9 @@ def _window(t: RunTrace, href: str) -> str:
     return out
 
 
-def _phases(split: PhaseSplit) -> str:
-    cells = [f"{_us(split.us(p))} ({split.share(p):.1%})" for p in ALL_PHASES]
-    return table(["step time", *(p.replace("_", " ") for p in ALL_PHASES)], [["per phase", *cells]])
+def _parts(split: PartSplit) -> str:
+    cells = [f"{_us(split.us(p))} ({split.share(p):.1%})" for p in ALL_PARTS]
+    return table(["step time", *(part_label(p) for p in ALL_PARTS)], [["per part", *cells]])
 
 
 def _us(us: float) -> str:

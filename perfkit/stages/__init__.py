@@ -1,7 +1,7 @@
 """Stage epochs: one owner of "where did this epoch's time go", for every integration.
 
-A *stage* is a loop over a data set (``train``, ``val``, ``test``, ``predict``); a *phase*
-is a part of a step (data fetch, forward, backward, optimizer). ``StageRecorder`` records
+A *stage* is a loop over a data set (``train``, ``val``, ``test``, ``predict``); a *part*
+is a piece of its time (data wait, step, callbacks, ...: ``perfkit.names``). ``StageRecorder`` records
 a program's stage epochs once, however many consumers listen; each ends as a
 ``StageWindow`` with its ``Account`` (the wall time split into parts that add up to it),
 which ``stage_metrics`` turns into flat, unit-suffixed metrics.

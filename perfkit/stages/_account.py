@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from .._snapshot import Snapshot
-from ..names import HOOK, LOADER_SETUP, fetch_series, iter_series, step_series, wait_series
+from ..names import ACCOUNT_PARTS, HOOK, LOADER_SETUP, fetch_series, iter_series, step_series, wait_series
 
-PARTS = ("data_wait", "step", "callbacks", "loader_setup", "other")
-"""The parts of an account, in the order a report stacks them."""
+PARTS = ACCOUNT_PARTS
+"""The parts of an account, in the order a report stacks them (``perfkit.names``)."""
 
 
 @dataclass(frozen=True)

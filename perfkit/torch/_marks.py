@@ -1,12 +1,12 @@
-"""What a profiler window adds to the trace: perfkit's sections, and the step's phases.
+"""What a profiler window adds to the trace: perfkit's sections, and the parts of the step.
 
 While a window records, a ``RangeTracer`` is perfkit's tracer: every section
 and ``@timed`` call opens a ``record_function`` range under its own name, and
-a loader's wait becomes ``perfkit.phase.data_fetch``. A module's step methods
+a loader's wait becomes ``perfkit.part.data_wait``. A module's step methods
 (``training_step`` ..., as a LightningModule has them), ``backward`` and
-``optimizer_step`` are wrapped for the window only, as ``perfkit.phase.forward`` /
-``backward`` / ``optimizer_step`` ranges (the names are ``perfkit.names``'),
-so ``perfkit analyze`` can split each step by phase. Outside windows nothing
+``optimizer_step`` are wrapped for the window only, as ``perfkit.part.forward`` /
+``backward`` / ``optimizer`` ranges (the names are ``perfkit.names``'),
+so ``perfkit analyze`` can split each step into parts. Outside windows nothing
 is wrapped and no range is opened (one costs about 8 µs even unrecorded).
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from torch.autograd.profiler import record_function
 
-from ..names import MARK_BACKWARD, MARK_DATA, MARK_FORWARD, MARK_OPTIMIZER, WAIT
+from ..names import MARK_BACKWARD, MARK_DATA_WAIT, MARK_FORWARD, MARK_OPTIMIZER, WAIT
 
 _STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
 
@@ -31,7 +31,7 @@ class RangeTracer:
 
     def begin(self, name: str) -> object:
         if name.endswith(WAIT):
-            name = MARK_DATA
+            name = MARK_DATA_WAIT
         else:
             self.sections.add(name)
         handle = record_function(name)
@@ -53,8 +53,8 @@ def _marked(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     return marked
 
 
-def mark_phases(module: Any) -> Callable[[], None]:
-    """Wrap ``module``'s step methods, ``backward`` and ``optimizer_step`` as phase ranges; returns undo."""
+def mark_parts(module: Any) -> Callable[[], None]:
+    """Wrap ``module``'s step methods, ``backward`` and ``optimizer_step`` as part ranges; returns undo."""
     wrapped = []
     targets = [
         *((m, MARK_FORWARD) for m in _STEP_METHODS),

@@ -6,7 +6,7 @@ belongs to one stage. Each cycle of the schedule is its own profiler session, wr
 ``{output_dir}/{stage}_epoch{N}[_rank{R}][_cycle{K}].pt.trace.json.gz`` (a number is added
 rather than overwrite a file) and analysed off the loop's thread. While a window records,
 perfkit's sections and ``@timed`` calls are named ranges of the trace, and a module's step,
-``backward`` and ``optimizer_step`` are phase marks.
+``backward`` and ``optimizer_step`` are part marks.
 
 It is a ``StageListener``: give it to a ``StageRecorder`` (``perfkit.window(...,
 listeners=[windows])`` in a script; ``ProfilerCallback`` on a Lightning Trainer) or call
@@ -31,7 +31,7 @@ from ..run import file_stem
 from ..stages import StageListener, StageWindow, check_stages
 from ..trace import TraceAnalysis
 from ._export import TraceExporter, TraceJob
-from ._marks import RangeTracer, mark_phases
+from ._marks import RangeTracer, mark_parts
 from ._schedule import Cycle, Schedule
 
 MAX_TRACE_MB = 100_000.0
@@ -130,7 +130,7 @@ class ProfilerWindows(StageListener):
     # ---- driving it ---------------------------------------------------------------------------
 
     def configure(self, *, module: Any = None, rank: int = 0, world: int = 1) -> None:
-        """The module whose step methods become phase marks, and this process's rank among ``world``."""
+        """The module whose step methods become part marks, and this process's rank among ``world``."""
         self._module, self._rank, self._world = module, rank, world
 
     def wanted(self, stage: str, epoch: int) -> bool:
@@ -232,7 +232,7 @@ class ProfilerWindows(StageListener):
             self.warn("busy", "perfkit: another profiler is running; this profiler window is skipped")
             return
         epoch = self._epoch[stage]
-        undo = mark_phases(self._module) if self._module is not None else _nothing
+        undo = mark_parts(self._module) if self._module is not None else _nothing
         window = _Window(stage, epoch, cycle, undo, self._job(stage, epoch, cycle))
         steps = schedule(
             wait=0, warmup=cycle.record_start - cycle.warmup_start, active=cycle.end - cycle.record_start

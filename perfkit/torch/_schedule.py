@@ -1,7 +1,7 @@
 """Which steps of an epoch a profiler window covers.
 
 Like ``torch.profiler.schedule`` (skip_first, then ``repeat`` cycles of wait,
-warmup, active), but computed per phase epoch from the batch index, and each
+warmup, active), but computed per stage epoch from the batch index, and each
 cycle is its own profiler session: ``repeat`` really repeats (Lightning's
 PyTorchProfiler records only the first cycle, Lightning issue 14063).
 """
@@ -47,7 +47,7 @@ class Schedule:
         check_int(self.repeat, "repeat", low=1, high=MAX_REPEAT)
 
     def cycles(self) -> list[Cycle]:
-        """The cycles of one phase epoch, in step order.
+        """The cycles of one stage epoch, in step order.
 
         >>> [(c.warmup_start, c.record_start, c.end) for c in Schedule(1, 1, 1, 2, 2).cycles()]
         [(2, 3, 5), (6, 7, 9)]

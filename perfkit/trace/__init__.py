@@ -6,15 +6,19 @@
     print(format_ranks(analyze_ranks("traces/")))       # one trace per rank
 
 The same from the shell: ``perfkit analyze TRACE_OR_DIR``, ``perfkit diff A B``. What each number
-means and where each phase comes from: ``docs/trace-analysis.md``.
+means and where each part of a step comes from: ``docs/trace-analysis.md``.
 """
 
+from typing import Any
+
+from .._rule import Verdict
+from .._warn import warn_deprecated
 from ._analysis import analyze_trace
-from ._diff import Changes, PhaseChange, TimeChange, TraceDiff, diff_traces
+from ._diff import Changes, TimeChange, TraceDiff, TracePartChange, diff_traces
 from ._events import iter_trace_events
 from ._format import format_analysis
 from ._format_compare import format_diff, format_ranks
-from ._phases import ALL_PHASES
+from ._parts import ALL_PARTS
 from ._ranks import Cause, RanksAnalysis, Straggler, analyze_ranks
 from ._results import (
     AnnotationStat,
@@ -22,8 +26,8 @@ from ._results import (
     KernelStat,
     MemoryPeak,
     OpStat,
-    PhaseSource,
-    PhaseSplit,
+    PartSource,
+    PartSplit,
     SectionStat,
     Skipped,
     StreamIdle,
@@ -33,7 +37,7 @@ from ._results import (
 from ._rules import TRACE_KINDS, TRACE_RULES, find_bottlenecks
 
 __all__ = [
-    "ALL_PHASES",
+    "ALL_PARTS",
     "TRACE_KINDS",
     "TRACE_RULES",
     "AnnotationStat",
@@ -43,9 +47,8 @@ __all__ = [
     "KernelStat",
     "MemoryPeak",
     "OpStat",
-    "PhaseChange",
-    "PhaseSource",
-    "PhaseSplit",
+    "PartSource",
+    "PartSplit",
     "RanksAnalysis",
     "SectionStat",
     "Skipped",
@@ -54,6 +57,7 @@ __all__ = [
     "TimeChange",
     "TraceAnalysis",
     "TraceDiff",
+    "TracePartChange",
     "TransferStat",
     "analyze_ranks",
     "analyze_trace",
@@ -65,18 +69,21 @@ __all__ = [
     "iter_trace_events",
 ]
 
+# The names of perfkit 0.1 (a piece of a step's time was a "phase"; a finding was a ``Finding``),
+# for one release.
+_OLD_NAMES = {
+    "ALL_PHASES": "ALL_PARTS",
+    "PhaseChange": "TracePartChange",
+    "PhaseSource": "PartSource",
+    "PhaseSplit": "PartSplit",
+    "Finding": "Verdict",
+}
 
-def __getattr__(name: str) -> object:
-    """``Finding``, the old name of a trace's findings' type: every rule now concludes a ``Verdict``."""
-    if name == "Finding":
-        import warnings
 
-        from .._rule import Verdict
-
-        warnings.warn(
-            "perfkit.trace.Finding is now perfkit.findings.Verdict (one result type for every rule)",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return Verdict
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    """An old name: the new object, with a ``FutureWarning`` that names it."""
+    new = _OLD_NAMES.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warn_deprecated(f"perfkit.trace.{name} is now perfkit.trace.{new}; the old name goes in the next release")
+    return Verdict if new == "Verdict" else globals()[new]

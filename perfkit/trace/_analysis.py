@@ -1,13 +1,13 @@
 """``analyze_trace``: where the steps of a torch profiler trace spent their time.
 
 The trace is streamed (``.json`` or ``.json.gz``, no torch needed) into compact tables, then
-summarised: the split of step time into data loading / forward / backward / optimizer /
-unaccounted and where each came from, device activity (busy share, idle gaps by cause,
+summarised: the split of step time into parts (data wait / forward / backward / optimizer /
+other) and where each came from, device activity (busy share, idle gaps by cause,
 copies' bandwidth, communication overlap), top CPU ops by self time, top device activities,
 memory peaks, user annotations, perfkit's sections, and plain-words findings.
 
     a = perfkit.trace.analyze_trace("profiler_traces/train_epoch1.pt.trace.json.gz")
-    a.phases.share("data_loading")              # 0.62
+    a.parts.share("data_wait")                  # 0.62
     print(perfkit.trace.format_analysis(a))
 """
 
@@ -21,23 +21,23 @@ from dataclasses import replace
 import numpy as np
 
 from .._validate import check_int
-from ..names import TRACE_METADATA_KEY
+from ..names import OTHER, TRACE_METADATA_KEY
 from ._columns import Window, clipped_by_code
 from ._device import DeviceColumns, comm_overlap, idle_breakdown, kernel_stats, transfer_stats
-from ._phases import ALL_PHASES, PHASES, SOURCES
+from ._parts import ALL_PARTS, PARTS, SOURCES
 from ._results import (
     AnnotationStat,
     MemoryPeak,
     OpStat,
-    PhaseSource,
-    PhaseSplit,
+    PartSource,
+    PartSplit,
     SectionStat,
     Skipped,
     TraceAnalysis,
 )
 from ._rules import find_bottlenecks
 from ._tables import KERNEL, TraceTables, read_tables
-from ._timeline import SOURCE_NAMES_PER_PHASE, Split, phase_split, step_windows, unaccounted_annotations
+from ._timeline import SOURCE_NAMES_PER_PART, Split, other_annotations, part_split, step_windows
 
 
 def analyze_trace(path: str | os.PathLike[str], *, top_k: int = 10) -> TraceAnalysis:
@@ -60,7 +60,7 @@ def analyze_trace(path: str | os.PathLike[str], *, top_k: int = 10) -> TraceAnal
     tables = read_tables(path)
     main, windows, labels = step_windows(tables)
     span_us = sum(end - start for start, end in windows)
-    split = phase_split(tables, main, windows)
+    split = part_split(tables, main, windows)
     splits = _splits(split, windows, labels)
     sections = _section_names(tables.metadata)
     section_ids = {tables.name_ids[n] for n in sections if n in tables.name_ids}
@@ -80,9 +80,9 @@ def analyze_trace(path: str | os.PathLike[str], *, top_k: int = 10) -> TraceAnal
         transfers=tuple(transfer_stats(tables)[:top_k]),
         comm=comm_overlap(dev, windows) if has_device else None,
         memory=memory_peaks(tables),
-        phases=_sum_splits(splits),
+        parts=_sum_splits(splits),
         per_step=tuple(splits),
-        phase_sources=_sources(tables, main, split, span_us),
+        part_sources=_sources(tables, main, split, span_us),
         sections=_section_stats(tables, sections, windows, span_us),
         annotations=_annotations(tables, windows, span_us)[:top_k],
         skipped=tuple(Skipped(r, n) for r, n in sorted(tables.skipped.items(), key=lambda x: -x[1])),
@@ -116,35 +116,33 @@ def _rank(metadata: dict[str, object]) -> int | None:
     return rank if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**31 else None
 
 
-def _splits(split: Split, windows: Sequence[Window], labels: Sequence[str]) -> list[PhaseSplit]:
+def _splits(split: Split, windows: Sequence[Window], labels: Sequence[str]) -> list[PartSplit]:
     out = []
     for (begin, end), label, row in zip(windows, labels, split.per_window.tolist(), strict=True):
         data, forward, backward, optimizer = row
-        unaccounted = max(0.0, (end - begin) - sum(row))
-        out.append(PhaseSplit(label, end - begin, data, forward, backward, optimizer, unaccounted))
+        other = max(0.0, (end - begin) - sum(row))
+        out.append(PartSplit(label, end - begin, data, forward, backward, optimizer, other))
     return out
 
 
-def _sum_splits(splits: Sequence[PhaseSplit]) -> PhaseSplit:
+def _sum_splits(splits: Sequence[PartSplit]) -> PartSplit:
     label = "all steps" if len(splits) != 1 else splits[0].label
-    totals = [sum(s.us(p) for s in splits) for p in ALL_PHASES]
-    return PhaseSplit(label, sum(s.total_us for s in splits), *totals)
+    totals = [sum(s.us(p) for s in splits) for p in ALL_PARTS]
+    return PartSplit(label, sum(s.total_us for s in splits), *totals)
 
 
-def _sources(tables: TraceTables, main: object, split: Split, span_us: float) -> tuple[PhaseSource, ...]:
-    """Per phase and source, the marks with most time; then what the unaccounted time lies in."""
+def _sources(tables: TraceTables, main: object, split: Split, span_us: float) -> tuple[PartSource, ...]:
+    """Per part and source, the marks with most time; then what the other time lies in."""
     picked: dict[tuple[int, int], list[tuple[str, float]]] = {}
-    for (phase, source, name), us in split.by_mark.items():
-        picked.setdefault((phase, source), []).append((name, us))
+    for (part, source, name), us in split.by_mark.items():
+        picked.setdefault((part, source), []).append((name, us))
     rows = []
-    for (phase, source), named in sorted(
-        picked.items(), key=lambda kv: (kv[0][0], -sum(u for _, u in kv[1]))
-    ):
-        for name, us in sorted(named, key=lambda x: -x[1])[:SOURCE_NAMES_PER_PHASE]:
-            rows.append(PhaseSource(PHASES[phase], SOURCES[source], name, us, _share(us, span_us)))
-    gaps = unaccounted_annotations(tables, main, split.unaccounted)  # type: ignore[arg-type]
-    for name, us in gaps[:SOURCE_NAMES_PER_PHASE]:
-        rows.append(PhaseSource("unaccounted", "annotation", name, us, _share(us, span_us)))
+    for (part, source), named in sorted(picked.items(), key=lambda kv: (kv[0][0], -sum(u for _, u in kv[1]))):
+        for name, us in sorted(named, key=lambda x: -x[1])[:SOURCE_NAMES_PER_PART]:
+            rows.append(PartSource(PARTS[part], SOURCES[source], name, us, _share(us, span_us)))
+    gaps = other_annotations(tables, main, split.other)  # type: ignore[arg-type]
+    for name, us in gaps[:SOURCE_NAMES_PER_PART]:
+        rows.append(PartSource(OTHER, "annotation", name, us, _share(us, span_us)))
     return tuple(rows)
 
 

@@ -18,18 +18,21 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ._analysis import analyze_trace, check_top_k
-from ._phases import ALL_PHASES
-from ._results import TraceAnalysis
+from ._parts import ALL_PARTS
+from ._results import TraceAnalysis, old_row
 
 NOISE_FLOOR_SHARE = 0.005  # of the longer step time
 NOISE_FLOOR_MIN_US = 1.0
 
 
 @dataclass(frozen=True)
-class PhaseChange:
-    """One phase in two traces: µs per step and share of step time, before and after."""
+class TracePartChange:
+    """One part of the step in two traces: µs per step and share of step time, before and after.
 
-    phase: str
+    (``perfkit.findings.PartChange`` is a part of a stage's account in two runs.)
+    """
+
+    part: str
     before_us: float
     after_us: float
     before_share: float
@@ -69,7 +72,7 @@ class Changes:
 class TraceDiff:
     """Two traces compared per step (a trace without steps counts as one step).
 
-    ``phases`` lists every phase; a text report shows only those one side has. ``ops`` compares
+    ``parts`` lists every part; a text report shows only those one side has. ``ops`` compares
     CPU op self time, ``kernels`` device activity time; ``grown_ops`` and ``new_ops`` repeat
     ``ops.grown`` and ``ops.appeared`` for older readers.
     """
@@ -80,7 +83,7 @@ class TraceDiff:
     after_steps: int
     before_step_us: float
     after_step_us: float
-    phases: tuple[PhaseChange, ...]
+    parts: tuple[TracePartChange, ...]
     grown_ops: tuple[TimeChange, ...]
     new_ops: tuple[TimeChange, ...]
     grown_sections: tuple[TimeChange, ...]
@@ -89,13 +92,15 @@ class TraceDiff:
     noise_floor_us: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["phases"] = [old_row(c) for c in out["parts"]]  # perfkit 0.1's key, for one release
+        return out
 
 
 def diff_traces(
     path_a: str | os.PathLike[str], path_b: str | os.PathLike[str], *, top_k: int = 10
 ) -> TraceDiff:
-    """Compare two traces per step: phases, ops and kernels that grew, shrank, appeared or vanished.
+    """Compare two traces per step: parts, ops and kernels that grew, shrank, appeared or vanished.
 
     ``perfkit diff before.json.gz after.json.gz`` prints the same comparison.
 
@@ -129,7 +134,7 @@ def diff_traces(
         after_steps=b.step_count,
         before_step_us=a.span_us / steps_a,
         after_step_us=b.span_us / steps_b,
-        phases=_phases(a, b, steps_a, steps_b),
+        parts=_parts(a, b, steps_a, steps_b),
         grown_ops=ops.grown,
         new_ops=ops.appeared,
         grown_sections=tuple(sorted(sections, key=lambda c: -c.change_us)),
@@ -139,12 +144,12 @@ def diff_traces(
     )
 
 
-def _phases(a: TraceAnalysis, b: TraceAnalysis, steps_a: int, steps_b: int) -> tuple[PhaseChange, ...]:
+def _parts(a: TraceAnalysis, b: TraceAnalysis, steps_a: int, steps_b: int) -> tuple[TracePartChange, ...]:
     return tuple(
-        PhaseChange(
-            p, a.phases.us(p) / steps_a, b.phases.us(p) / steps_b, a.phases.share(p), b.phases.share(p)
+        TracePartChange(
+            p, a.parts.us(p) / steps_a, b.parts.us(p) / steps_b, a.parts.share(p), b.parts.share(p)
         )
-        for p in ALL_PHASES
+        for p in ALL_PARTS
     )
 
 

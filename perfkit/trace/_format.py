@@ -2,7 +2,7 @@
 
     print(format_analysis(analyze_trace("val_epoch1.pt.trace.json.gz")))
     [Profiler] Trace: val_epoch1.pt.trace.json.gz (1,234 events, 5 steps, 81.20 ms)
-    [Profiler] Summary: dataloader 9.7%, forward 45.3%, backward 38.2%, optimizer 6.8%, unaccounted 0.0%
+    [Profiler] Summary: data wait 9.7%, forward 45.3%, backward 38.2%, optimizer 6.8%, other 0.0%
     [Profiler] Top 10 CPU ops by self time:
     [Profiler]   self time  share  calls  name
     ...
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from .._units import plural
 from ..names import display_name
-from ._phases import ALL_PHASES
+from ._parts import ALL_PARTS
 from ._results import TraceAnalysis
 from ._text import table, terminal_width
 from ._words import LABELS, ROOM, bytes_text, prefixed, steps_text, us
@@ -35,7 +35,7 @@ def format_analysis(
     a, w = analysis, (width or terminal_width()) - ROOM
     counts = f"{a.event_count:,} events, {steps_text(a.step_count)}, {us(a.span_us)}"
     lines = [f"Trace: {trace_path or a.path} ({counts})"]
-    lines.append("Summary: " + ", ".join(f"{LABELS[p]} {a.phases.share(p):.1%}" for p in ALL_PHASES))
+    lines.append("Summary: " + ", ".join(f"{LABELS[p]} {a.parts.share(p):.1%}" for p in ALL_PARTS))
     lines += _sources(a, w) + _device(a, w) + _ops(a, w) + _kernels(a, w) + _annotations(a, w)
     if a.memory:
         lines.append(
@@ -67,11 +67,11 @@ def _peak(device: str, allocated: int, reserved: int, source: str) -> str:
 
 
 def _sources(a: TraceAnalysis, width: int) -> list[str]:
-    if not a.phase_sources:
+    if not a.part_sources:
         return []
-    rows = [[f"{s.share:.1%}", s.phase.replace("_", " "), s.source, s.name] for s in a.phase_sources]
-    head = "Phases from (share of step time; unaccounted: inside annotations that mark no phase):"
-    return [head, *_indent(table(["share", "phase", "source", "mark"], rows, width=width, align="rll"))]
+    rows = [[f"{s.share:.1%}", LABELS[s.part], s.source, s.name] for s in a.part_sources]
+    head = "Parts from (share of step time; other: inside annotations that mark no part):"
+    return [head, *_indent(table(["share", "part", "source", "mark"], rows, width=width, align="rll"))]
 
 
 def _device(a: TraceAnalysis, width: int) -> list[str]:

@@ -10,33 +10,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..names import display_name
+from ..names import OTHER, display_name
 from ._diff import Changes, TimeChange, TraceDiff
 from ._format import findings_lines
-from ._phases import ALL_PHASES
+from ._parts import ALL_PARTS
 from ._ranks import RanksAnalysis, Straggler, work_per_step
 from ._results import TraceAnalysis
 from ._text import table, terminal_width
 from ._words import LABELS, ROOM, prefixed, signed, steps_text, us
 
-_SHORT = ("data", "fwd", "bwd", "opt", "unacc")  # ALL_PHASES in a table header
+_SHORT = ("data", "fwd", "bwd", "opt", "other")  # ALL_PARTS in a table header
 
 
 def format_diff(diff: TraceDiff, *, width: int | None = None) -> str:
-    """``diff`` as ``[Profiler]`` lines: step time, the phases either side has, ops and kernels that moved."""
+    """``diff`` as ``[Profiler]`` lines: step time, the parts either side has, ops and kernels that moved."""
     d, w = diff, (width or terminal_width()) - ROOM
     change = (d.after_step_us / d.before_step_us - 1) if d.before_step_us > 0 else 0.0
     lines = [
         f"Diff: {d.before} ({steps_text(d.before_steps)}) -> {d.after} ({steps_text(d.after_steps)}):"
         f" {us(d.before_step_us)} -> {us(d.after_step_us)} per step ({change:+.1%})"
     ]
-    marked = [p for p in d.phases if p.phase != "unaccounted" and (p.before_us > 0 or p.after_us > 0)]
-    if marked:  # unaccounted means something only beside a phase that is marked
-        shown = [*marked, *(p for p in d.phases if p.phase == "unaccounted")]
+    marked = [p for p in d.parts if p.part != OTHER and (p.before_us > 0 or p.after_us > 0)]
+    if marked:  # other means something only beside a part that is marked
+        shown = [*marked, *(p for p in d.parts if p.part == OTHER)]
         lines.append(
-            "Phases per step: "
+            "Parts per step: "
             + ", ".join(
-                f"{LABELS[p.phase]} {us(p.before_us)} -> {us(p.after_us)}"
+                f"{LABELS[p.part]} {us(p.before_us)} -> {us(p.after_us)}"
                 f" ({signed(p.change_us)}, {p.before_share:.1%} -> {p.after_share:.1%})"
                 for p in shown
             )
@@ -80,7 +80,7 @@ def _change_row(status: str, x: TimeChange) -> list[str]:
 
 
 def format_ranks(ranks: RanksAnalysis, *, width: int | None = None) -> str:
-    """One row per rank (step time, phases, device), the straggler and why, top kernels over the ranks."""
+    """One row per rank (step time, parts, device), the straggler and why, top kernels over the ranks."""
     r, w = ranks, (width or terminal_width()) - ROOM
     lines = [f"Ranks: {r.directory} ({len(r.ranks)} traces)"]
     rows = [_rank_row(a) for a in r.ranks]
@@ -102,7 +102,7 @@ def _rank_row(a: TraceAnalysis) -> list[str]:
     top = display_name(a.top_cuda_kernels[0].name, None) if a.top_cuda_kernels else "-"
     return (
         [str(a.rank), str(a.step_count), us(a.span_us / steps), us(work_per_step(a))]
-        + [f"{a.phases.share(p):.1%}" for p in ALL_PHASES]
+        + [f"{a.parts.share(p):.1%}" for p in ALL_PARTS]
         + [busy, overlap, top]
     )
 

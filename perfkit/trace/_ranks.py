@@ -5,8 +5,8 @@ stays at one trace's tables. In collective training the fast ranks wait for the 
 the collectives, so their step times converge; a rank's *work* per step is therefore its step
 time minus its exposed communication (communication kernels with no compute kernel beside
 them, mostly that waiting). The straggler is the rank with the most work per step, when it
-exceeds the median of the others by ``STRAGGLER_MIN_EXCESS``; what makes it slow is the phase
-and the device kernels whose time per step exceeds the others' median most.
+exceeds the median of the others by ``STRAGGLER_MIN_EXCESS``; what makes it slow is the part of
+the step and the device kernels whose time per step exceeds the others' median most.
 
     r = analyze_ranks("traces/")     # rank-0.json.gz, rank-1.json.gz, ...
     r.straggler.rank, r.straggler.causes[0]
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ._analysis import analyze_trace, check_top_k
-from ._phases import ALL_PHASES
+from ._parts import ALL_PARTS
 from ._results import TraceAnalysis
 
 STRAGGLER_MIN_EXCESS = 0.01  # of the others' median work per step
@@ -35,9 +35,9 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Cause:
-    """A phase or device kernel whose time per step on the straggler exceeds the other ranks' median."""
+    """A part or device kernel whose time per step on the straggler exceeds the other ranks' median."""
 
-    kind: str  # "phase" or "kernel"
+    kind: str  # "part" or "kernel"
     name: str
     rank_us: float
     others_us: float
@@ -143,12 +143,12 @@ def find_straggler(ranks: Sequence[TraceAnalysis]) -> Straggler | None:
 
 
 def _causes(slow: TraceAnalysis, others: Sequence[TraceAnalysis]) -> tuple[Cause, ...]:
-    """The phase, then the kernels, whose time per step exceeds the others' median most."""
-    phases = [_cause("phase", p, slow, others, _phase_us) for p in ALL_PHASES]
+    """The part, then the kernels, whose time per step exceeds the others' median most."""
+    parts = [_cause("part", p, slow, others, _part_us) for p in ALL_PARTS]
     kernels = [_cause("kernel", n, slow, others, _kernel_us) for n in {k.name for k in slow.top_cuda_kernels}]
-    top_phase = sorted((c for c in phases if c.rank_us > c.others_us), key=_excess, reverse=True)[:1]
+    top_part = sorted((c for c in parts if c.rank_us > c.others_us), key=_excess, reverse=True)[:1]
     top_kernels = sorted((c for c in kernels if c.rank_us > c.others_us), key=_excess, reverse=True)
-    return (*top_phase, *top_kernels[: CAUSES - len(top_phase)])
+    return (*top_part, *top_kernels[: CAUSES - len(top_part)])
 
 
 def _cause(
@@ -162,8 +162,8 @@ def _cause(
     return Cause(kind, name, us(slow, name) / max(slow.step_count, 1), statistics.median(per_step))
 
 
-def _phase_us(a: TraceAnalysis, phase: str) -> float:
-    return a.phases.us(phase)
+def _part_us(a: TraceAnalysis, part: str) -> float:
+    return a.parts.us(part)
 
 
 def _kernel_us(a: TraceAnalysis, name: str) -> float:

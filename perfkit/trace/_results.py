@@ -1,7 +1,9 @@
 """Result types of trace analysis: frozen dataclasses that turn into plain JSON with ``to_dict``.
 
 Times are µs, shares are fractions of the profiled step time unless a docstring says otherwise.
-``TraceAnalysis.from_dict`` reads what ``to_dict`` wrote, also from before a field was added.
+``TraceAnalysis.from_dict`` reads what ``to_dict`` wrote, also from before a field was added, and
+the old names of perfkit 0.1 (``phases``, ``phase_sources``, ``data_loading_us``, ``unaccounted_us``),
+which ``to_dict`` still writes beside the new ones for one release.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
 from .._rule import Verdict, severity
-from ._phases import ALL_PHASES
+from .._warn import warn_deprecated
+from ..names import OLD_TRACE_PARTS
+from ._parts import ALL_PARTS
 from ._rules import OLD_KINDS
 
 T = TypeVar("T")
@@ -105,54 +109,59 @@ class CommOverlap:
 
 
 @dataclass(frozen=True)
-class PhaseSplit:
-    """Where one window's time went, in µs; the phases add up to ``total_us``.
+class PartSplit:
+    """Where one window's time went, in µs; the parts (``ALL_PARTS``) add up to ``total_us``.
 
-    >>> s = PhaseSplit("all", 100.0, 62.0, 20.0, 10.0, 5.0, 3.0)
-    >>> s.share("data_loading")
+    >>> s = PartSplit("all", 100.0, 62.0, 20.0, 10.0, 5.0, 3.0)
+    >>> s.share("data_wait")
     0.62
     """
 
     label: str
     total_us: float
-    data_loading_us: float
+    data_wait_us: float
     forward_us: float
     backward_us: float
     optimizer_us: float
-    unaccounted_us: float
+    other_us: float
 
-    def us(self, phase: str) -> float:
-        if phase not in ALL_PHASES:
-            raise ValueError(f"phase must be one of {ALL_PHASES}, got {phase!r}")
-        value: float = getattr(self, f"{phase}_us")
+    def us(self, part: str) -> float:
+        if part not in ALL_PARTS:
+            raise ValueError(f"part must be one of {ALL_PARTS}, got {part!r}")
+        value: float = getattr(self, f"{part}_us")
         return value
 
-    def share(self, phase: str) -> float:
+    def share(self, part: str) -> float:
         """Fraction of ``total_us`` (0 for an empty window)."""
-        return self.us(phase) / self.total_us if self.total_us > 0 else 0.0
+        return self.us(part) / self.total_us if self.total_us > 0 else 0.0
 
     @property
     def shares(self) -> dict[str, float]:
-        return {phase: self.share(phase) for phase in ALL_PHASES}
+        return {part: self.share(part) for part in ALL_PARTS}
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "shares": self.shares}
+        old = {f"{name}_us": self.us(part) for name, part in OLD_TRACE_PARTS.items()}  # for 0.1's readers
+        return {**asdict(self), "shares": self.shares, **old}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PhaseSplit:
-        return cls(str(data["label"]), *(float(data[f"{p}_us"]) for p in ("total", *ALL_PHASES)))
+    def from_dict(cls, data: Mapping[str, Any]) -> PartSplit:
+        old = {
+            f"{part}_us": data[f"{name}_us"] for name, part in OLD_TRACE_PARTS.items() if f"{name}_us" in data
+        }
+        data = {**old, **data}
+        return cls(str(data["label"]), *(float(data[f"{p}_us"]) for p in ("total", *ALL_PARTS)))
 
 
 @dataclass(frozen=True)
-class PhaseSource:
-    """Time of a phase credited to one mark: the mark's name and where it came from.
+class PartSource:
+    """Time of a part credited to one mark: the mark's name and where it came from.
 
-    ``source`` is one of ``_phases.SOURCES`` ("perfkit", "user annotation", "Lightning", "torch",
-    "autograd thread"); for phase ``"unaccounted"`` the source is ``"annotation"``, the name an
-    annotation that marks no phase, and ``us`` the unaccounted time inside it.
+    ``source`` is one of ``_parts.SOURCES`` ("perfkit", "user annotation", "Lightning", "torch",
+    "autograd thread"); for part ``"other"`` the source is ``"annotation"``, the name an
+    annotation that marks no part, and ``us`` the other time inside it.
     """
 
-    phase: str
+    part: str
     source: str
     name: str
     us: float
@@ -196,7 +205,7 @@ class TraceAnalysis:
 
     ``span_us`` is the profiled step time: the sum of the ``ProfilerStep#N`` ranges, or the span
     of the main thread (and the device work) when there are none; ``per_step`` holds one split
-    per step. Op and kernel times cover the whole trace; busy shares, idle gaps, phases,
+    per step. Op and kernel times cover the whole trace; busy shares, idle gaps, parts,
     sections and annotations cover the steps. ``gpu_busy_share`` counts every device activity
     (kernels, copies, fills), ``kernel_busy_share`` kernels only; both are None without device
     activity. ``unlaunched_device_us``: device time in the steps whose launch is not in the trace
@@ -211,8 +220,8 @@ class TraceAnalysis:
     top_cuda_kernels: tuple[KernelStat, ...]
     gpu_busy_share: float | None
     memory: tuple[MemoryPeak, ...]
-    phases: PhaseSplit
-    per_step: tuple[PhaseSplit, ...]
+    parts: PartSplit
+    per_step: tuple[PartSplit, ...]
     sections: tuple[SectionStat, ...]
     findings: tuple[Verdict, ...]
     kernel_busy_share: float | None = None
@@ -220,17 +229,27 @@ class TraceAnalysis:
     idle: tuple[StreamIdle, ...] = ()
     transfers: tuple[TransferStat, ...] = ()
     comm: CommOverlap | None = None
-    phase_sources: tuple[PhaseSource, ...] = ()
+    part_sources: tuple[PartSource, ...] = ()
     annotations: tuple[AnnotationStat, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     rank: int | None = None
 
+    @property
+    def phases(self) -> PartSplit:
+        """The old name of ``parts`` (perfkit 0.1), for one release."""
+        warn_deprecated("TraceAnalysis.phases is now TraceAnalysis.parts")
+        return self.parts
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["phases"] = self.phases.to_dict()
+        out["parts"] = self.parts.to_dict()
         out["per_step"] = [s.to_dict() for s in self.per_step]
-        # "value" is the old name of "share", kept beside it for one release
-        out["findings"] = [{**v.to_dict(), "value": v.share} for v in self.findings]
+        # The old keys of perfkit 0.1, beside the new ones for one release: its readers still load this.
+        out["phases"] = dict(out["parts"])
+        out["phase_sources"] = [old_row(s) for s in out["part_sources"]]
+        out["findings"] = [
+            {**v.to_dict(), "value": v.share} for v in self.findings
+        ]  # value: share's old name
         return out
 
     @classmethod
@@ -240,6 +259,7 @@ class TraceAnalysis:
         Raises ``ValueError`` naming what is missing or malformed.
         """
         try:
+            data = _renamed(data)
             return cls(**_required(data), **_optional(data))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"not a perfkit trace analysis: {exc!r}") from None
@@ -256,8 +276,8 @@ def _required(data: Mapping[str, Any]) -> dict[str, Any]:
         "top_cuda_kernels": _rows(KernelStat, data["top_cuda_kernels"]),
         "gpu_busy_share": None if busy is None else float(busy),
         "memory": _rows(MemoryPeak, data["memory"]),
-        "phases": PhaseSplit.from_dict(data["phases"]),
-        "per_step": tuple(PhaseSplit.from_dict(row) for row in data["per_step"]),
+        "parts": PartSplit.from_dict(data["parts"]),
+        "per_step": tuple(PartSplit.from_dict(row) for row in data["per_step"]),
         "sections": _rows(SectionStat, data["sections"]),
         "findings": tuple(_finding(row) for row in data["findings"]),
     }
@@ -272,7 +292,7 @@ def _optional(data: Mapping[str, Any]) -> dict[str, Any]:
         "idle": lambda v: _rows(StreamIdle, v),
         "transfers": lambda v: _rows(TransferStat, v),
         "comm": lambda v: None if v is None else CommOverlap(**v),
-        "phase_sources": lambda v: _rows(PhaseSource, v),
+        "part_sources": lambda v: _rows(PartSource, v),
         "annotations": lambda v: _rows(AnnotationStat, v),
         "skipped": lambda v: _rows(Skipped, v),
         "rank": lambda v: None if v is None else int(v),
@@ -290,6 +310,31 @@ def _finding(row: Mapping[str, Any]) -> Verdict:
     value = float(row["value"])
     kind = OLD_KINDS.get(str(row["kind"]), str(row["kind"]).upper())
     return Verdict(kind, "", -1, None, value, value, severity(value), str(row["message"]))
+
+
+def _renamed(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``data`` with the new keys where only perfkit 0.1's are there (``phases``, ``phase_sources``)."""
+    out = dict(data)
+    if "parts" not in out and "phases" in out:
+        out["parts"] = out["phases"]
+    if "part_sources" not in out and "phase_sources" in out:
+        out["part_sources"] = [_new_row(row) for row in out["phase_sources"]]
+    return out
+
+
+def _new_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row perfkit 0.1 wrote with a ``phase``, with its ``part`` instead."""
+    rest = {k: v for k, v in row.items() if k != "phase"}
+    return {"part": OLD_TRACE_PARTS.get(row["phase"], row["phase"]), **rest}
+
+
+def old_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row with a ``part`` as perfkit 0.1 wrote it: ``phase``, and the part's old name."""
+    rest = {k: v for k, v in row.items() if k != "part"}
+    return {"phase": _OLD_NAMES.get(row["part"], row["part"]), **rest}
+
+
+_OLD_NAMES = {part: name for name, part in OLD_TRACE_PARTS.items()}
 
 
 def _rows(kind: Callable[..., T], rows: Any) -> tuple[T, ...]:

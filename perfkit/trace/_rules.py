@@ -22,14 +22,14 @@ from ..names import display_name
 if TYPE_CHECKING:
     from ._results import TraceAnalysis
 
-DATA_LOADING_MIN_SHARE = 0.30  # of step time
+DATA_WAIT_MIN_SHARE = 0.30  # of step time
 SECTION_MIN_SHARE = 0.50  # of step time, one perfkit section
 CPU_OP_MIN_SHARE = 0.40  # of all CPU op self time, one op
 GPU_BUSY_MAX_SHARE = 0.50  # of step time, when the trace has device activity
 HOST_WAIT_MIN_SHARE = 0.50  # of the device's idle time, to say that it waits for the CPU
 OPTIMIZER_MIN_SHARE = 0.30  # of step time
-UNACCOUNTED_MIN_SHARE = 0.40  # of step time
-NAMED_MIN_PART = 0.25  # of the unaccounted time, for the annotation holding it to be named
+OTHER_MIN_SHARE = 0.40  # of step time
+NAMED_MIN_PART = 0.25  # of the other time, for the annotation holding it to be named
 EXPOSED_COMM_MIN_SHARE = 0.20  # of step time: communication with no compute kernel beside it
 
 
@@ -39,9 +39,9 @@ def find_bottlenecks(analysis: TraceAnalysis) -> tuple[Verdict, ...]:
     return tuple(sorted(found, key=lambda v: -v.share))
 
 
-def _data_loading(a: TraceAnalysis) -> Iterable[Verdict]:
-    data = a.phases.share("data_loading")
-    if data >= DATA_LOADING_MIN_SHARE:
+def _data_wait(a: TraceAnalysis) -> Iterable[Verdict]:
+    data = a.parts.share("data_wait")
+    if data >= DATA_WAIT_MIN_SHARE:
         text = f"data loader waits take {data:.1%} of step time"
         yield verdict(data, text, "more workers or a cheaper collate would help")
 
@@ -89,7 +89,7 @@ def _gpu_idle(a: TraceAnalysis) -> Iterable[Verdict]:
 
 
 def _optimizer(a: TraceAnalysis) -> Iterable[Verdict]:
-    optimizer = a.phases.share("optimizer")
+    optimizer = a.parts.share("optimizer")
     if optimizer >= OPTIMIZER_MIN_SHARE:
         ops = (op.name for op in a.top_cpu_ops if "_foreach_" in op.name or "_fused_" in op.name)
         batched = next(ops, None)
@@ -102,21 +102,19 @@ def _optimizer(a: TraceAnalysis) -> Iterable[Verdict]:
         yield verdict(optimizer, f"the optimizer step takes {optimizer:.1%} of step time", advice)
 
 
-def _unaccounted(a: TraceAnalysis) -> Iterable[Verdict]:
-    untracked = a.phases.share("unaccounted")
-    if untracked < UNACCOUNTED_MIN_SHARE:
+def _other(a: TraceAnalysis) -> Iterable[Verdict]:
+    untracked = a.parts.share("other")
+    if untracked < OTHER_MIN_SHARE:
         return
-    text = f"{untracked:.1%} of step time is outside any phase mark"
-    # Name the annotation holding the unaccounted time only when it holds a good part of it.
-    inside = [
-        s for s in a.phase_sources if s.phase == "unaccounted" and s.share >= untracked * NAMED_MIN_PART
-    ]
+    text = f"{untracked:.1%} of step time is outside any part mark"
+    # Name the annotation holding the other time only when it holds a good part of it.
+    inside = [s for s in a.part_sources if s.part == "other" and s.share >= untracked * NAMED_MIN_PART]
     if inside:
         text += f", {inside[0].share:.1%} of step time inside '{display_name(inside[0].name)}'"
-    if not any(s.phase == "forward" for s in a.phase_sources):
+    if not any(s.part == "forward" for s in a.part_sources):
         text += " (torch marks no forward pass: a record_function('## forward ##') range around it would)"
     elif not inside:
-        text += " (untracked work, e.g. Python between the marked phases)"
+        text += " (untracked work, e.g. Python between the marked parts)"
     yield verdict(untracked, text)
 
 
@@ -133,8 +131,8 @@ def _exposed_comm(a: TraceAnalysis) -> Iterable[Verdict]:
 
 
 TRACE_RULES: tuple[Rule[TraceAnalysis], ...] = (
-    Rule("INPUT_BOUND", ("data_loading",), DATA_LOADING_MIN_SHARE,
-         "a third of the step spent waiting for batches is the first thing to fix", _data_loading),
+    Rule("INPUT_BOUND", ("data_wait",), DATA_WAIT_MIN_SHARE,
+         "a third of the step spent waiting for batches is the first thing to fix", _data_wait),
     Rule("SLOW_SECTION", ("sections",), SECTION_MIN_SHARE,
          "one timed block holding half the step is where the time is", _sections),
     Rule("SLOW_OP", ("cpu ops",), CPU_OP_MIN_SHARE,
@@ -143,8 +141,8 @@ TRACE_RULES: tuple[Rule[TraceAnalysis], ...] = (
          "a device busy less than half the step is waiting for something: say what", _gpu_idle),
     Rule("OPTIMIZER_BOUND", ("optimizer",), OPTIMIZER_MIN_SHARE,
          "an optimizer step near a third of the step is past a normal update's cost", _optimizer),
-    Rule("UNMARKED_TIME", ("unaccounted",), UNACCOUNTED_MIN_SHARE,
-         "when two fifths of the step has no mark, the split says little: name what holds it", _unaccounted),
+    Rule("UNMARKED_TIME", ("other",), OTHER_MIN_SHARE,
+         "when two fifths of the step has no part mark, the split says little: name what holds it", _other),
     Rule("EXPOSED_COMM", ("communication kernels",), EXPOSED_COMM_MIN_SHARE,
          "communication that overlaps no compute for a fifth of the step is lost time on every rank",
          _exposed_comm),

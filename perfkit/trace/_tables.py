@@ -2,7 +2,7 @@
 
 No event dict outlives its line of the loop: ranges become three numbers in ``array`` columns
 (see ``_columns``), names are interned once, per-name totals are summed on the fly. Ranges stay
-per thread (CPU) or per stream (device) because nesting, phases and idle gaps only make sense
+per thread (CPU) or per stream (device) because nesting, parts and idle gaps only make sense
 there. ``ProfilerStep#N`` and other annotations do not nest cleanly with ops (Lightning steps the
 profiler inside ``Optimizer.step``), so they are kept apart from the op tree.
 
@@ -22,10 +22,10 @@ import re
 from array import array
 from typing import Any, TypeGuard
 
-from ..names import MARK_PREFIX
+from ..names import MARK_PREFIX, OLD_MARK_PREFIX
 from ._columns import Ranges, self_times
 from ._events import iter_trace_values
-from ._phases import classify, pack
+from ._parts import classify, pack
 
 Thread = tuple[str, str]  # (pid, tid) as text
 OP_CATEGORIES = frozenset({"cpu_op", "operator"})  # older torch wrote "Operator"
@@ -55,7 +55,7 @@ class TraceTables:
         self.event_count = 0
         self.skipped: dict[str, int] = {}  # reason -> events left out
         self.ops: dict[Thread, Ranges] = {}  # cpu ops, code = name id
-        self.marks: dict[Thread, Ranges] = {}  # phase marks, code = _phases.pack(...)
+        self.marks: dict[Thread, Ranges] = {}  # part marks, code = _parts.pack(...)
         self.annotations: dict[Thread, Ranges] = {}  # user annotations, code = name id
         self.steps: dict[Thread, Ranges] = {}  # ProfilerStep#N, code = name id
         self.gpu_annotations = Ranges()  # gpu_user_annotation, code = name id
@@ -123,7 +123,7 @@ class TraceTables:
         mark = self._mark(name, annotation)
         if mark is not None:
             _ranges(self.marks, thread).add(ts, dur, mark)
-        if name.startswith(MARK_PREFIX):  # perfkit's marks are phases, neither work nor the user's
+        if name.startswith((MARK_PREFIX, OLD_MARK_PREFIX)):  # perfkit's marks are parts, not work
             return
         _ranges(self.annotations if annotation else self.ops, thread).add(ts, dur, self.name_id(name))
 

@@ -1,14 +1,14 @@
-"""The profiled steps of a trace and the split of their time between phases.
+"""The profiled steps of a trace and the split of their time into parts.
 
 The *main thread* is the one with the most ``ProfilerStep#N`` ranges (without any: the one
-whose ranges span longest); its steps are the windows everything else is measured in. Phase
+whose ranges span longest); its steps are the windows everything else is measured in. Part
 marks are read from the main thread, and the autograd engine's threads (a thread other than
 the main one that runs backward ops: ``autograd::engine::evaluate_function: ...`` or
 ``AddmmBackward0``) count as backward wherever they are busy, since ``loss.backward()`` blocks
 the main thread until they finish.
 
     main, windows, labels = step_windows(tables)
-    split = phase_split(tables, main, windows)
+    split = part_split(tables, main, windows)
 """
 
 from __future__ import annotations
@@ -19,20 +19,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._columns import Ranges, Window, clipped_by_code, merge, rows
-from ._phases import AUTOGRAD, BACKWARD, PHASES, SOURCES, TORCH, classify, pack, split_phases, unpack
+from ._parts import AUTOGRAD, BACKWARD, PARTS, SOURCES, TORCH, classify, pack, split_parts, unpack
 from ._tables import Thread, TraceTables
 
 AUTOGRAD_THREAD = "autograd engine thread busy"
-SOURCE_NAMES_PER_PHASE = 3  # marks named per (phase, source); the rest of their time stays in the phase
+SOURCE_NAMES_PER_PART = 3  # marks named per (part, source); the rest of their time stays in the part
 
 
 @dataclass(frozen=True)
 class Split:
-    """µs per phase per window, and µs per mark (``(phase, source, name)``)."""
+    """µs per part per window, and µs per mark (``(part, source, name)``)."""
 
     per_window: np.ndarray
     by_mark: dict[tuple[int, int, str], float]
-    unaccounted: list[Window]  # the instants of the windows no mark covers
+    other: list[Window]  # the instants of the windows no mark covers
 
 
 def step_windows(tables: TraceTables) -> tuple[Thread | None, list[Window], list[str]]:
@@ -78,23 +78,23 @@ def _is_backward(name: str) -> bool:
     return classify(name) == (BACKWARD, TORCH)  # autograd::engine::... or a ...Backward0 node
 
 
-def phase_split(tables: TraceTables, main: Thread | None, windows: Sequence[Window]) -> Split:
-    """Split the windows between phases: main-thread marks, and autograd threads' busy time."""
+def part_split(tables: TraceTables, main: Thread | None, windows: Sequence[Window]) -> Split:
+    """Split the windows into parts: main-thread marks, and autograd threads' busy time."""
     starts, ends, codes = _marks(tables, main)
     if not windows:
-        return Split(np.zeros((0, len(PHASES))), {}, [])
-    order = np.lexsort((codes // len(PHASES) % len(SOURCES), -ends, starts))
-    per_window, by_code = split_phases(rows(order, starts, ends, codes), windows)
+        return Split(np.zeros((0, len(PARTS))), {}, [])
+    order = np.lexsort((codes // len(PARTS) % len(SOURCES), -ends, starts))
+    per_window, by_code = split_parts(rows(order, starts, ends, codes), windows)
     by_mark: dict[tuple[int, int, str], float] = {}
     for code, us in by_code.items():
-        phase, source, name_id = unpack(code)
-        key = (phase, source, tables.names[name_id])
+        part, source, name_id = unpack(code)
+        key = (part, source, tables.names[name_id])
         by_mark[key] = by_mark.get(key, 0.0) + us
     return Split(per_window, by_mark, list(_gaps(*merge(starts, ends), windows)))
 
 
 def _marks(tables: TraceTables, main: Thread | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start, end and code columns of the phase marks: the main thread's and the autograd threads' time."""
+    """Start, end and code columns of the part marks: the main thread's and the autograd threads' time."""
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     if main is not None and main in tables.marks:
         start, dur, code = tables.marks[main].columns()
@@ -138,10 +138,10 @@ def _gaps(starts: np.ndarray, ends: np.ndarray, windows: Sequence[Window]) -> It
             yield t, hi
 
 
-def unaccounted_annotations(
+def other_annotations(
     tables: TraceTables, main: Thread | None, gaps: Sequence[Window]
 ) -> list[tuple[str, float]]:
-    """Main-thread annotations that mark no phase, by the unaccounted time inside them, largest first."""
+    """Main-thread annotations that mark no part, by the other time inside them, largest first."""
     ranges = tables.annotations.get(main) if main is not None else None
     if ranges is None:
         return []

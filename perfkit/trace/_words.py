@@ -1,15 +1,16 @@
-"""The small words of trace text: the line prefix, phase labels, durations, sizes."""
+"""The small words of trace text: the line prefix, part labels, durations, sizes."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from .._units import format_seconds, plural
-from ._phases import ALL_PHASES
+from ..names import part_label
+from ._parts import ALL_PARTS
 
 PREFIX = "[Profiler]"
 ROOM = len(PREFIX) + 3  # what a table row gives up to the prefix, its space and the table's indent
-LABELS = dict(zip(ALL_PHASES, ("dataloader", "forward", "backward", "optimizer", "unaccounted"), strict=True))
+LABELS = {part: part_label(part) for part in ALL_PARTS}
 
 
 def prefixed(lines: Sequence[str]) -> str:

@@ -3,7 +3,7 @@
 It shares no code with ``perfkit.trace``: the whole file goes through ``json.load`` and every number
 is a sorted-interval union, a per-thread stack walk or a loop over gaps, written out here in a few
 lines from the rules that ``docs/trace-analysis.md`` states, so a bug in perfkit's streaming,
-columns or phase attribution cannot hide in both.
+columns or part attribution cannot hide in both.
 
     facts = read_facts(Path("../shared/traces/hta_ns_resolution/rank-0....json.gz"))
     facts.device_busy / facts.step_us           # all device activity over the step windows
@@ -32,8 +32,11 @@ TORCH_MARKS = (
     "Optimizer.zero_grad#",
     "DistributedDataParallel.forward",
 )
-PERFKIT_MARKS = {f"perfkit.phase.{p}" for p in ("data_fetch", "forward", "backward", "optimizer_step")}
-PHASE_WORDS = {
+PERFKIT_MARKS = {f"perfkit.part.{p}" for p in ("data_wait", "forward", "backward", "optimizer")}
+PERFKIT_MARKS |= {
+    f"perfkit.phase.{p}" for p in ("data_fetch", "forward", "backward", "optimizer_step")
+}  # old names
+PART_WORDS = {
     "data_load",
     "data_loading",
     "dataloader",
@@ -42,14 +45,14 @@ PHASE_WORDS = {
     "get_batch",
     "fetch_batch",
 }
-PHASE_WORDS |= {
+PART_WORDS |= {
     "wait_for_batch",
     "wait_for_training_batch",
     "copy_batch_to_gpu",
     "optimizer",
     "optimizer_step",
 }
-PHASE_WORDS |= {"optim", "zero_grad", "backward", "forward"}
+PART_WORDS |= {"optim", "zero_grad", "backward", "forward"}
 
 
 @dataclass
@@ -65,7 +68,7 @@ class Facts:
     backward_mark: float | None = None
     autograd_threads: int = 0
     autograd_cover: float = 0.0  # union of the autograd engine threads' ranges inside the windows
-    phase_cover: float = 0.0  # union of every phase mark and the autograd threads' ranges
+    part_cover: float = 0.0  # union of every part mark and the autograd threads' ranges
     memory: dict[str, float] = field(default_factory=dict)  # device -> peak bytes
     top_op: tuple[str, float] = ("", 0.0)  # the op with most self time over the whole trace
     idle: dict[str, float] = field(default_factory=dict)  # host_wait/kernel_wait/other of the device
@@ -100,12 +103,12 @@ def is_backward_op(name: str) -> bool:
     return name.startswith("autograd::engine::") or bool(re.search(r"Backwards?\d*$", name))
 
 
-def is_phase_mark(name: str, cat: str) -> bool:
+def is_part_mark(name: str, cat: str) -> bool:
     """The documented rules: perfkit's marks, torch's ranges, backward ops, a user annotation's words."""
     if name in PERFKIT_MARKS or name.startswith(TORCH_MARKS):
         return True
     if cat == "user_annotation" or name.startswith("##"):
-        return bool(set(re.findall(r"[a-z0-9_]+", name.lower())) & PHASE_WORDS)
+        return bool(set(re.findall(r"[a-z0-9_]+", name.lower())) & PART_WORDS)
     return cat in OPS and is_backward_op(name)
 
 
@@ -142,7 +145,7 @@ def read_facts(path: Path) -> Facts:
     if main is None:
         return facts
     _device_facts(facts, device, launches)
-    _phase_facts(facts, cpu, main)
+    _part_facts(facts, cpu, main)
     return facts
 
 
@@ -234,7 +237,7 @@ def _is_comm(name: str) -> bool:
     return "nccl" in name.lower() or "hccl" in name.lower()
 
 
-def _phase_facts(facts: Facts, cpu: dict[Thread, list[Any]], main: Thread) -> None:
+def _part_facts(facts: Facts, cpu: dict[Thread, list[Any]], main: Thread) -> None:
     w = facts.windows
     autograd = [
         t for t, rs in cpu.items() if t != main and any(c in OPS and is_backward_op(n) for c, n, *_ in rs)
@@ -244,11 +247,11 @@ def _phase_facts(facts: Facts, cpu: dict[Thread, list[Any]], main: Thread) -> No
         (a, b)
         for t in autograd
         for _, n, a, b, _ in cpu[t]
-        if not n.startswith(("ProfilerStep#", "perfkit.phase."))
+        if not n.startswith(("ProfilerStep#", "perfkit.part.", "perfkit.phase."))
     ]
     facts.autograd_cover = covered(busy, w)
-    marked = [(a, b) for c, n, a, b, _ in cpu[main] if is_phase_mark(n, c)]
-    facts.phase_cover = covered(marked + busy, w)
+    marked = [(a, b) for c, n, a, b, _ in cpu[main] if is_part_mark(n, c)]
+    facts.part_cover = covered(marked + busy, w)
     for name, attr in (("## forward ##", "forward_mark"), ("## backward ##", "backward_mark")):
         ranges = [(a, b) for _, n, a, b, _ in cpu[main] if n == name]
         setattr(facts, attr, covered(ranges, w) if ranges else None)

@@ -16,11 +16,11 @@ import pytest
 
 from perfkit.trace._analysis import analyze_trace
 from perfkit.trace._format import format_analysis
-from perfkit.trace._phases import BACKWARD, DATA_LOADING, FORWARD, LIGHTNING, OPTIMIZER, classify
-from perfkit.trace._phases import PERFKIT as PERFKIT_SOURCE
-from perfkit.trace._phases import TORCH as TORCH_SOURCE
-from perfkit.trace._results import PhaseSplit, TraceAnalysis
-from perfkit.trace._rules import CPU_OP_MIN_SHARE, DATA_LOADING_MIN_SHARE
+from perfkit.trace._parts import BACKWARD, DATA_WAIT, FORWARD, LIGHTNING, OPTIMIZER, classify
+from perfkit.trace._parts import PERFKIT as PERFKIT_SOURCE
+from perfkit.trace._parts import TORCH as TORCH_SOURCE
+from perfkit.trace._results import PartSplit, TraceAnalysis
+from perfkit.trace._rules import CPU_OP_MIN_SHARE, DATA_WAIT_MIN_SHARE
 from tests.trace.trace_builder import Event, kernel, mark, memory, op, step, write_trace
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"
@@ -35,7 +35,7 @@ def trace(
     return write_trace(tmp_path / name, events, sections=sections, **top)
 
 
-def shares(split: PhaseSplit) -> dict[str, float]:
+def shares(split: PartSplit) -> dict[str, float]:
     return {p: round(s, 6) for p, s in split.shares.items()}
 
 
@@ -59,7 +59,7 @@ def test_steps_and_annotations_do_not_break_the_op_tree(tmp_path: Path) -> None:
     events = [
         step(1, 0, 12),
         op("aten::linear", 5, 30),
-        mark("perfkit.phase.forward", 6, 20),
+        mark("perfkit.part.forward", 6, 20),
         mark("my range", 7, 40),  # not even nested cleanly
         op("aten::addmm", 8, 10),
     ]
@@ -86,26 +86,26 @@ def test_top_k_must_be_a_positive_int(tmp_path: Path, top_k: object) -> None:
         analyze_trace(trace(tmp_path, []), top_k=top_k)  # type: ignore[arg-type]
 
 
-# --- phases ----------------------------------------------------------------------------------
+# --- parts -----------------------------------------------------------------------------------
 
 
 def test_data_loading_covering_62_percent_of_the_step_is_a_finding(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
-        mark("perfkit.phase.data_fetch", 0, 62),
-        mark("perfkit.phase.forward", 62, 20),
-        mark("perfkit.phase.backward", 82, 10),
-        mark("perfkit.phase.optimizer_step", 92, 5),
+        mark("perfkit.part.data_wait", 0, 62),
+        mark("perfkit.part.forward", 62, 20),
+        mark("perfkit.part.backward", 82, 10),
+        mark("perfkit.part.optimizer", 92, 5),
     ]
     a = analyze_trace(trace(tmp_path, events))
-    assert shares(a.phases) == {
-        "data_loading": 0.62,
+    assert shares(a.parts) == {
+        "data_wait": 0.62,
         "forward": 0.2,
         "backward": 0.1,
         "optimizer": 0.05,
-        "unaccounted": 0.03,
+        "other": 0.03,
     }
-    assert (a.phases.data_loading_us, a.phases.unaccounted_us, a.span_us, a.step_count) == (62, 3, 100, 1)
+    assert (a.parts.data_wait_us, a.parts.other_us, a.span_us, a.step_count) == (62, 3, 100, 1)
     assert a.findings[0].kind == "INPUT_BOUND"
     assert a.findings[0].share == pytest.approx(0.62)
     assert a.findings[0].text == (
@@ -117,26 +117,26 @@ def test_backward_inside_the_optimizer_closure_counts_as_backward(tmp_path: Path
     events = [
         step(1, 0, 100),
         mark("Optimizer.step#SGD.step", 10, 80),
-        mark("perfkit.phase.forward", 20, 20),  # Lightning runs the closure inside optimizer.step
+        mark("perfkit.part.forward", 20, 20),  # Lightning runs the closure inside optimizer.step
         op("autograd::engine::evaluate_function: AddmmBackward0", 50, 30),
         op("aten::mm", 55, 10),  # inside the backward op: still backward
     ]
-    p = analyze_trace(trace(tmp_path, events)).phases
-    assert (p.forward_us, p.backward_us, p.optimizer_us, p.unaccounted_us) == (20, 30, 30, 20)
+    p = analyze_trace(trace(tmp_path, events)).parts
+    assert (p.forward_us, p.backward_us, p.optimizer_us, p.other_us) == (20, 30, 30, 20)
 
 
 def test_without_a_forward_mark_the_forward_in_the_closure_counts_as_optimizer(tmp_path: Path) -> None:
     events = [step(1, 0, 100), mark("Optimizer.step#SGD.step", 0, 100), op("aten::linear", 20, 20)]
-    assert analyze_trace(trace(tmp_path, events)).phases.optimizer_us == 100
+    assert analyze_trace(trace(tmp_path, events)).parts.optimizer_us == 100
 
 
 def test_a_perfkit_mark_wins_over_a_torch_mark_with_the_same_bounds(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
-        mark("perfkit.phase.forward", 10, 50),
+        mark("perfkit.part.forward", 10, 50),
         mark("Optimizer.step#SGD.step", 10, 50),
     ]
-    assert analyze_trace(trace(tmp_path, events)).phases.forward_us == 50
+    assert analyze_trace(trace(tmp_path, events)).parts.forward_us == 50
 
 
 def test_each_step_gets_its_own_split_and_the_total_adds_them(tmp_path: Path) -> None:
@@ -148,52 +148,52 @@ def test_each_step_gets_its_own_split_and_the_total_adds_them(tmp_path: Path) ->
         mark("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 200, 40),  # after the steps
     ]
     a = analyze_trace(trace(tmp_path, events))
-    assert [(s.label, s.total_us, s.data_loading_us) for s in a.per_step] == [
+    assert [(s.label, s.total_us, s.data_wait_us) for s in a.per_step] == [
         ("ProfilerStep#3", 100, 10),
         ("ProfilerStep#4", 50, 40),
     ]
-    assert (a.phases.total_us, a.phases.data_loading_us, a.step_count) == (150, 50, 2)
+    assert (a.parts.total_us, a.parts.data_wait_us, a.step_count) == (150, 50, 2)
 
 
 def test_a_mark_spanning_two_steps_is_split_between_them(tmp_path: Path) -> None:
-    events = [step(1, 0, 100), step(2, 100, 100), mark("perfkit.phase.backward", 80, 40)]
+    events = [step(1, 0, 100), step(2, 100, 100), mark("perfkit.part.backward", 80, 40)]
     assert [s.backward_us for s in analyze_trace(trace(tmp_path, events)).per_step] == [20, 20]
 
 
 def test_without_steps_the_window_is_the_span_of_the_main_thread(tmp_path: Path) -> None:
-    events = [op("aten::linear", 10, 30), mark("perfkit.phase.optimizer_step", 60, 50)]
+    events = [op("aten::linear", 10, 30), mark("perfkit.part.optimizer", 60, 50)]
     a = analyze_trace(trace(tmp_path, events))
-    assert (a.step_count, a.span_us, a.phases.optimizer_us) == (0, 100, 50)
+    assert (a.step_count, a.span_us, a.parts.optimizer_us) == (0, 100, 50)
     assert [s.label for s in a.per_step] == ["whole trace"]
 
 
 def test_without_steps_the_main_thread_is_the_one_whose_ranges_span_longest(tmp_path: Path) -> None:
-    events = [op("aten::linear", 10, 30), mark("perfkit.phase.optimizer_step", 60, 50)]
+    events = [op("aten::linear", 10, 30), mark("perfkit.part.optimizer", 60, 50)]
     a = analyze_trace(trace(tmp_path, [*events, op("aten::copy_", 0, 500, tid=9)]))
-    assert (a.span_us, a.phases.optimizer_us) == (500, 0)
+    assert (a.span_us, a.parts.optimizer_us) == (500, 0)
 
 
 def test_shares_add_up_to_one_even_with_overlapping_marks(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
-        mark("perfkit.phase.data_fetch", -50, 80),  # starts before the step
-        mark("perfkit.phase.forward", 20, 50),  # overlaps without nesting
-        mark("perfkit.phase.backward", 60, 100),  # ends after the step
-        mark("perfkit.phase.optimizer_step", 65, 2),
+        mark("perfkit.part.data_wait", -50, 80),  # starts before the step
+        mark("perfkit.part.forward", 20, 50),  # overlaps without nesting
+        mark("perfkit.part.backward", 60, 100),  # ends after the step
+        mark("perfkit.part.optimizer", 65, 2),
     ]
-    p = analyze_trace(trace(tmp_path, events)).phases
+    p = analyze_trace(trace(tmp_path, events)).parts
     assert sum(p.shares.values()) == pytest.approx(1)
-    assert p.unaccounted_us >= 0
-    assert (p.data_loading_us, p.forward_us, p.backward_us, p.optimizer_us) == (20, 40, 38, 2)
+    assert p.other_us >= 0
+    assert (p.data_wait_us, p.forward_us, p.backward_us, p.optimizer_us) == (20, 40, 38, 2)
 
 
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("perfkit.phase.data_fetch", (DATA_LOADING, PERFKIT_SOURCE)),
-        ("perfkit.phase.optimizer_step", (OPTIMIZER, PERFKIT_SOURCE)),
-        ("[pl][profile][_TrainingEpochLoop].train_dataloader_next", (DATA_LOADING, LIGHTNING)),
-        ("[pl][profile][_EvaluationLoop].val_next", (DATA_LOADING, LIGHTNING)),
+        ("perfkit.part.data_wait", (DATA_WAIT, PERFKIT_SOURCE)),
+        ("perfkit.part.optimizer", (OPTIMIZER, PERFKIT_SOURCE)),
+        ("[pl][profile][_TrainingEpochLoop].train_dataloader_next", (DATA_WAIT, LIGHTNING)),
+        ("[pl][profile][_EvaluationLoop].val_next", (DATA_WAIT, LIGHTNING)),
         ("[pl][profile][Strategy]SingleDeviceStrategy.training_step", (FORWARD, LIGHTNING)),
         ("[pl][profile][Strategy]SingleDeviceStrategy.validation_step", (FORWARD, LIGHTNING)),
         ("[pl][module]torch.nn.modules.linear.Linear: net.0", (FORWARD, LIGHTNING)),
@@ -203,15 +203,18 @@ def test_shares_add_up_to_one_even_with_overlapping_marks(tmp_path: Path) -> Non
         ("[pl][profile][LightningModule]M.on_before_backward", None),
         ("[pl][profile][LightningModule]M.on_before_optimizer_step", None),
         ("[pl][profile]run_training_batch", None),
-        ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", (DATA_LOADING, TORCH_SOURCE)),
+        ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", (DATA_WAIT, TORCH_SOURCE)),
         ("autograd::engine::evaluate_function: AddmmBackward0", (BACKWARD, TORCH_SOURCE)),
         ("Optimizer.step#AdamW.step", (OPTIMIZER, TORCH_SOURCE)),
         ("Optimizer.zero_grad#AdamW.zero_grad", (OPTIMIZER, TORCH_SOURCE)),
         ("aten::linear", None),
-        ("perfkit.phase.something_else", None),
+        ("perfkit.part.something_else", None),
+        ("perfkit.phase.data_fetch", (DATA_WAIT, PERFKIT_SOURCE)),  # the old names, in traces of perfkit 0.1
+        ("perfkit.phase.forward", (FORWARD, PERFKIT_SOURCE)),
+        ("perfkit.phase.optimizer_step", (OPTIMIZER, PERFKIT_SOURCE)),
     ],
 )
-def test_phase_marks_are_recognised_by_name(name: str, expected: tuple[int, int] | None) -> None:
+def test_part_marks_are_recognised_by_name(name: str, expected: tuple[int, int] | None) -> None:
     assert classify(name) == expected
 
 
@@ -337,9 +340,9 @@ def test_findings_come_sorted_by_size_with_their_numbers(tmp_path: Path) -> None
 def test_a_balanced_trace_has_no_findings(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
-        mark("perfkit.phase.data_fetch", 0, DATA_LOADING_MIN_SHARE * 100 - 1),
-        mark("perfkit.phase.forward", 30, 40),
-        mark("perfkit.phase.backward", 70, 30),
+        mark("perfkit.part.data_wait", 0, DATA_WAIT_MIN_SHARE * 100 - 1),
+        mark("perfkit.part.forward", 30, 40),
+        mark("perfkit.part.backward", 70, 30),
         *(op(f"aten::op{i}", 30 + 10 * i, 10) for i in range(7)),
     ]
     a = analyze_trace(trace(tmp_path, events))
@@ -352,8 +355,8 @@ def test_the_text_report_has_one_profiler_line_per_topic(tmp_path: Path) -> None
     events = [
         step(1, 0, 2000),
         step(2, 2000, 2000),
-        mark("perfkit.phase.data_fetch", 0, 400),
-        mark("perfkit.phase.forward", 400, 1600),
+        mark("perfkit.part.data_wait", 0, 400),
+        mark("perfkit.part.forward", 400, 1600),
         op("aten::addmm", 500, 1000),
         op("aten::relu", 1600, 250),
         mark("collate", 100, 200),
@@ -362,12 +365,11 @@ def test_the_text_report_has_one_profiler_line_per_topic(tmp_path: Path) -> None
     a = analyze_trace(trace(tmp_path, events, sections=["collate"]))
     assert format_analysis(a, trace_path="x.json", width=100).splitlines() == [
         "[Profiler] Trace: x.json (8 events, 2 steps, 4.00 ms)",
-        "[Profiler] Summary:"
-        " dataloader 10.0%, forward 40.0%, backward 0.0%, optimizer 0.0%, unaccounted 50.0%",
-        "[Profiler] Phases from (share of step time; unaccounted: inside annotations that mark no phase):",
-        "[Profiler]   share  phase         source   mark",
-        "[Profiler]   10.0%  data loading  perfkit  perfkit.phase.data_fetch",
-        "[Profiler]   40.0%  forward       perfkit  perfkit.phase.forward",
+        "[Profiler] Summary: data wait 10.0%, forward 40.0%, backward 0.0%, optimizer 0.0%, other 50.0%",
+        "[Profiler] Parts from (share of step time; other: inside annotations that mark no part):",
+        "[Profiler]   share  part       source   mark",
+        "[Profiler]   10.0%  data wait  perfkit  perfkit.part.data_wait",
+        "[Profiler]   40.0%  forward    perfkit  perfkit.part.forward",
         "[Profiler] Top 2 CPU ops by self time (share of all op self time):",
         "[Profiler]   self time  share     total  calls  op",
         "[Profiler]     1.00 ms  80.0%   1.00 ms      1  aten::addmm",
@@ -379,16 +381,15 @@ def test_the_text_report_has_one_profiler_line_per_topic(tmp_path: Path) -> None
         "[Profiler] Sections: collate 5.0%",
         "[Profiler] Bottlenecks:",
         "[Profiler]   - aten::addmm takes 80.0% of CPU op self time (1.00 ms over 1 call)",
-        "[Profiler]   - 50.0% of step time is outside any phase mark"
-        " (untracked work, e.g. Python between the",
-        "[Profiler]     marked phases)",
+        "[Profiler]   - 50.0% of step time is outside any part mark (untracked work, e.g. Python between the",
+        "[Profiler]     marked parts)",
     ]
 
 
 def test_to_dict_is_plain_json_with_shares(tmp_path: Path) -> None:
-    events = [step(1, 0, 100), mark("perfkit.phase.forward", 0, 25), kernel("k", 0, 10), memory(1, 5)]
+    events = [step(1, 0, 100), mark("perfkit.part.forward", 0, 25), kernel("k", 0, 10), memory(1, 5)]
     d = json.loads(json.dumps(analyze_trace(trace(tmp_path, events, sections=["s"])).to_dict()))
-    assert d["phases"]["shares"]["forward"] == 0.25
+    assert d["parts"]["shares"]["forward"] == 0.25
     assert d["per_step"][0]["label"] == "ProfilerStep#1"
     assert d["top_cuda_kernels"][0]["name"] == "k"
     assert set(d) == {
@@ -400,7 +401,7 @@ def test_to_dict_is_plain_json_with_shares(tmp_path: Path) -> None:
         "top_cuda_kernels",
         "gpu_busy_share",
         "memory",
-        "phases",
+        "parts",
         "per_step",
         "sections",
         "findings",
@@ -409,10 +410,12 @@ def test_to_dict_is_plain_json_with_shares(tmp_path: Path) -> None:
         "idle",
         "transfers",
         "comm",
-        "phase_sources",
+        "part_sources",
         "annotations",
         "skipped",
         "rank",
+        "phases",  # the old keys, beside the new ones for one release
+        "phase_sources",
     }
 
 
@@ -428,13 +431,66 @@ def test_from_dict_reads_to_dict_back_and_older_analyses_without_the_new_fields(
     data = json.loads(json.dumps(a.to_dict()))
     assert TraceAnalysis.from_dict(data) == a
     old = {k: v for k, v in data.items() if k in _FIRST_RELEASE_KEYS}
-    assert TraceAnalysis.from_dict(old).phases == a.phases
+    assert TraceAnalysis.from_dict(old).parts == a.parts
     with pytest.raises(ValueError, match="not a perfkit trace analysis"):
         TraceAnalysis.from_dict({**data, "idle": [{"stream": "x"}]})
 
 
 _FIRST_RELEASE_KEYS = {"path", "event_count", "step_count", "span_us", "top_cpu_ops", "top_cuda_kernels"}
 _FIRST_RELEASE_KEYS |= {"gpu_busy_share", "memory", "phases", "per_step", "sections", "findings"}
+
+
+def test_an_analysis_written_by_perfkit_0_1_still_loads_and_0_1_can_read_one_written_now(
+    tmp_path: Path,
+) -> None:
+    a = analyze_trace(
+        trace(tmp_path, [step(1, 0, 100), mark("## data_load ##", 0, 62), mark("## metrics ##", 70, 20)])
+    )
+    now = json.loads(json.dumps(a.to_dict()))
+    split_0_1 = {"label": "ProfilerStep#1", "total_us": 100.0, "data_loading_us": 62.0, "forward_us": 0.0}
+    split_0_1 |= {"backward_us": 0.0, "optimizer_us": 0.0, "unaccounted_us": 38.0}
+    sources_0_1 = [
+        {
+            "phase": "data_loading",
+            "source": "user annotation",
+            "name": "## data_load ##",
+            "us": 62.0,
+            "share": 0.62,
+        },
+        {"phase": "unaccounted", "source": "annotation", "name": "## metrics ##", "us": 20.0, "share": 0.2},
+    ]
+    written_0_1 = {k: v for k, v in now.items() if k not in {"parts", "part_sources"}}
+    written_0_1 |= {"phases": split_0_1, "per_step": [split_0_1], "phase_sources": sources_0_1}
+    assert TraceAnalysis.from_dict(written_0_1) == a
+    assert (a.parts.data_wait_us, a.parts.other_us, a.part_sources[-1].part) == (62, 38, "other")
+    # What is written now keeps 0.1's keys beside the new ones, so 0.1 reads it.
+    assert now["phase_sources"] == sources_0_1
+    assert all(split.items() >= split_0_1.items() for split in (now["phases"], *now["per_step"]))
+
+
+def test_the_old_names_still_work_for_one_release_and_say_the_new_one() -> None:
+    import perfkit.trace
+
+    for old, new in [
+        ("ALL_PHASES", "ALL_PARTS"),
+        ("PhaseSplit", "PartSplit"),
+        ("PhaseChange", "TracePartChange"),
+    ]:
+        with pytest.warns(FutureWarning, match=f"perfkit.trace.{old} is now perfkit.trace.{new}"):
+            assert getattr(perfkit.trace, old) is getattr(perfkit.trace, new)
+        assert old not in perfkit.trace.__all__
+    with pytest.raises(AttributeError):
+        perfkit.trace.PhaseWhatever  # noqa: B018
+    split = PartSplit("all", 100.0, 62.0, 20.0, 10.0, 5.0, 3.0)
+    with pytest.warns(FutureWarning, match="TraceAnalysis.phases is now TraceAnalysis.parts"):
+        assert TraceAnalysis.from_dict({**_minimal(), "phases": split.to_dict()}).phases == split
+
+
+def _minimal() -> dict[str, Any]:
+    keys = ("top_cpu_ops", "top_cuda_kernels", "memory", "per_step", "sections", "findings")
+    return {"path": "t.json", "event_count": 0, "step_count": 0, "span_us": 0.0, "gpu_busy_share": None} | {
+        k: [] for k in keys
+    }
 
 
 # --- real torch traces -----------------------------------------------------------------------
@@ -445,26 +501,26 @@ def test_a_real_torch_trace_with_perfkit_marks_gives_sane_numbers() -> None:
     assert a.step_count == 3
     assert "aten::addmm" in [o.name for o in a.top_cpu_ops[:3]]
     assert sum(o.share for o in analyze_trace(MARKED, top_k=1000).top_cpu_ops) == pytest.approx(1)
-    assert sum(a.phases.shares.values()) == pytest.approx(1)
-    assert all(a.phases.share(p) > 0.02 for p in ("data_loading", "forward", "backward", "optimizer"))
+    assert sum(a.parts.shares.values()) == pytest.approx(1)
+    assert all(a.parts.share(p) > 0.02 for p in ("data_wait", "forward", "backward", "optimizer"))
     assert [s.name for s in a.sections] == ["collate"]
-    assert 0 < a.sections[0].share < a.phases.share("data_loading")  # collate runs inside the fetch
+    assert 0 < a.sections[0].share < a.parts.share("data_wait")  # collate runs inside the fetch
     assert [m.device for m in a.memory] == ["cpu"]
     assert a.top_cuda_kernels == ()
 
 
 def test_a_real_torch_trace_without_our_marks_falls_back_to_torch_names() -> None:
     a = analyze_trace(PLAIN)
-    assert a.phases.forward_us == 0  # torch marks no forward pass
-    assert all(a.phases.share(p) > 0.02 for p in ("data_loading", "backward", "optimizer"))
+    assert a.parts.forward_us == 0  # torch marks no forward pass
+    assert all(a.parts.share(p) > 0.02 for p in ("data_wait", "backward", "optimizer"))
     assert a.sections == ()
 
 
-def test_a_real_lightning_profiler_trace_gets_its_phases_from_lightning_names() -> None:
+def test_a_real_lightning_profiler_trace_gets_its_parts_from_lightning_names() -> None:
     a = analyze_trace(LIGHTNING_TRACE)
     assert a.step_count == 3
-    assert all(a.phases.us(p) > 0 for p in ("data_loading", "forward", "backward", "optimizer"))
-    assert sum(a.phases.shares.values()) == pytest.approx(1)
+    assert all(a.parts.us(p) > 0 for p in ("data_wait", "forward", "backward", "optimizer"))
+    assert sum(a.parts.shares.values()) == pytest.approx(1)
 
 
 # --- streaming -------------------------------------------------------------------------------
@@ -486,9 +542,9 @@ def _synthetic_trace(path: Path, size: int) -> int:
             t = 100.0 * steps
             rows = [
                 ("user_annotation", f"ProfilerStep#{steps}", t, 100.0),
-                ("user_annotation", "perfkit.phase.data_fetch", t, 30.0),
+                ("user_annotation", "perfkit.part.data_wait", t, 30.0),
                 ("user_annotation", "collate", t + 5, 20.0),
-                ("user_annotation", "perfkit.phase.forward", t + 30, 40.0),
+                ("user_annotation", "perfkit.part.forward", t + 30, 40.0),
             ]
             rows += [("cpu_op", "aten::linear", t + 30 + 4 * k, 4.0) for k in range(10)]
             rows += [("cpu_op", "aten::addmm", t + 31 + 4 * k, 2.0) for k in range(10)]
@@ -518,7 +574,7 @@ def test_a_20_mb_trace_is_analysed_in_a_fraction_of_its_size_in_memory(tmp_path:
     assert peak < 0.5 * size, f"peak {peak:,} B for a {size:,} B trace"
     assert elapsed < 30
     assert (a.step_count, a.event_count) == (steps, 34 * steps)
-    assert shares(a.phases)["data_loading"] == 0.3
+    assert shares(a.parts)["data_wait"] == 0.3
     assert a.sections[0].share == pytest.approx(0.2)
 
 
@@ -532,6 +588,6 @@ def test_a_20_mb_trace_is_analysed_in_a_fraction_of_its_size_in_memory(tmp_path:
 def test_the_optimizer_finding_advises_batching_only_where_the_trace_has_none(
     tmp_path: Path, op_name: str, advice: str
 ) -> None:
-    events = [step(1, 0, 100), mark("perfkit.phase.optimizer_step", 40, 50), op(op_name, 45, 40)]
+    events = [step(1, 0, 100), mark("perfkit.part.optimizer", 40, 50), op(op_name, 45, 40)]
     (finding,) = [f for f in analyze_trace(trace(tmp_path, events)).findings if f.kind == "OPTIMIZER_BOUND"]
     assert advice in finding.action

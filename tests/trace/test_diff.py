@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfkit.trace import TimeChange, diff_traces, format_diff
-from perfkit.trace._phases import ALL_PHASES
+from perfkit.trace._parts import ALL_PARTS
 from tests.trace.plain_reader import DEVICE, load_events
 from tests.trace.trace_builder import kernel, mark, op, step, write_trace
 
@@ -23,7 +23,7 @@ def test_diff_compares_per_step_and_lists_grown_and_new_ops_and_sections(tmp_pat
     before = write_trace(
         tmp_path / "a.json",
         [
-            *(step(1, 0, 100), step(2, 100, 100), mark("perfkit.phase.data_fetch", 0, 20)),
+            *(step(1, 0, 100), step(2, 100, 100), mark("perfkit.part.data_wait", 0, 20)),
             *(mark("collate", 0, 10), op("aten::mm", 30, 40), op("aten::relu", 130, 10)),
             op("aten::add", 150, 20),
         ],
@@ -32,17 +32,17 @@ def test_diff_compares_per_step_and_lists_grown_and_new_ops_and_sections(tmp_pat
     after = write_trace(
         tmp_path / "b.json.gz",
         [
-            *(step(7, 0, 300), mark("perfkit.phase.data_fetch", 0, 150), mark("collate", 0, 100)),
+            *(step(7, 0, 300), mark("perfkit.part.data_wait", 0, 150), mark("collate", 0, 100)),
             *(op("aten::mm", 160, 60), op("aten::relu", 230, 6), op("aten::gelu", 240, 30)),
         ],
         sections=["collate"],
     )
     d = diff_traces(before, after)
     assert (d.before_steps, d.after_steps, d.before_step_us, d.after_step_us) == (2, 1, 100, 300)
-    data = d.phases[0]
-    assert (data.phase, data.before_us, data.after_us, data.change_us) == ("data_loading", 10, 150, 140)
+    data = d.parts[0]
+    assert (data.part, data.before_us, data.after_us, data.change_us) == ("data_wait", 10, 150, 140)
     assert (data.before_share, data.after_share) == (0.1, 0.5)
-    assert [p.phase for p in d.phases] == list(ALL_PHASES)
+    assert [p.part for p in d.parts] == list(ALL_PARTS)
     assert d.noise_floor_us == 1.5  # 0.5% of the longer step
     assert d.ops.grown == d.grown_ops == (TimeChange("aten::mm", 20, 60),)
     assert d.ops.appeared == d.new_ops == (TimeChange("aten::gelu", 0, 30),)
@@ -50,7 +50,13 @@ def test_diff_compares_per_step_and_lists_grown_and_new_ops_and_sections(tmp_pat
     assert d.ops.shrunk == ()
     assert (d.ops.hidden_count, d.ops.hidden_us) == (1, 1)  # relu: 5 -> 6 µs per step
     assert [(c.name, c.before_us, c.after_us) for c in d.grown_sections] == [("collate", 5, 100)]
-    assert json.loads(json.dumps(d.to_dict(), allow_nan=False))["grown_ops"][0]["change_us"] == 40
+    data = json.loads(json.dumps(d.to_dict(), allow_nan=False))
+    assert data["grown_ops"][0]["change_us"] == 40
+    assert data["parts"][0]["part"] == "data_wait"
+    assert data["phases"][0] == {
+        "phase": "data_loading",
+        **{k: v for k, v in data["parts"][0].items() if k != "part"},
+    }
 
 
 def test_device_kernels_are_compared_too(tmp_path: Path) -> None:
@@ -72,20 +78,20 @@ def test_device_kernels_are_compared_too(tmp_path: Path) -> None:
     assert (k.hidden_count, k.hidden_us) == (1, 1)  # "same" moved 1 µs, under the 5 µs floor
 
 
-def test_the_text_shows_only_phases_a_side_has_and_says_what_it_hid(tmp_path: Path) -> None:
+def test_the_text_shows_only_parts_a_side_has_and_says_what_it_hid(tmp_path: Path) -> None:
     a = write_trace(tmp_path / "a.json", [step(1, 0, 100), op("aten::mm", 0, 10), op("aten::add", 40, 1)])
     b = write_trace(tmp_path / "b.json", [step(1, 0, 200), op("aten::mm", 0, 30), op("aten::add", 40, 1.5)])
     text = format_diff(diff_traces(a, b), width=100)
-    assert "Phases per step" not in text  # neither trace marks a phase: "forward 0 ns -> 0 ns" says nothing
+    assert "Parts per step" not in text  # neither trace marks a part: "forward 0 ns -> 0 ns" says nothing
     assert "[Profiler]   10.0 µs  30.0 µs  +20.0 µs  grew    aten::mm" in text
     assert "Hidden below the noise floor of 1.0 µs per step: 1 op changes (net +500 ns per step)" in text
     marked = write_trace(tmp_path / "c.json", [step(1, 0, 100), mark("## forward ##", 0, 40)])
-    phases = next(
-        line for line in format_diff(diff_traces(a, marked)).splitlines() if "Phases per step" in line
+    parts = next(
+        line for line in format_diff(diff_traces(a, marked)).splitlines() if "Parts per step" in line
     )
-    assert "forward 0 ns -> 40.0 µs" in phases
-    assert "unaccounted 100.0 µs -> 60.0 µs" in phases
-    assert "backward" not in phases
+    assert "forward 0 ns -> 40.0 µs" in parts
+    assert "other 100.0 µs -> 60.0 µs" in parts
+    assert "backward" not in parts
 
 
 def test_top_k_bounds_every_list(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_a_profiler_step_with_20_digits_is_a_step_like_any_other(tmp_path: Path)
     n = 10**19 + 7  # past int64
     a = analyze_trace(write_trace(tmp_path / "t.json", [step(n, 0, 100), mark("## forward ##", 0, 40)]))
     assert (a.step_count, [s.label for s in a.per_step]) == (1, [f"ProfilerStep#{n}"])
-    assert a.phases.forward_us == 40
+    assert a.parts.forward_us == 40
 
 
 def test_50k_nested_ops_and_marks_need_no_recursion(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_50k_nested_ops_and_marks_need_no_recursion(tmp_path: Path) -> None:
     marks = [mark("## forward ##" if i % 2 else "## backward ##", i, 2 * (DEPTH - i)) for i in range(DEPTH)]
     a = analyze_trace(write_trace(tmp_path / "t.json", [step(1, 0, 2 * DEPTH), *ops, *marks], layout="lines"))
     assert sum(o.self_us for o in analyze_trace(tmp_path / "t.json", top_k=10).top_cpu_ops) == 2 * DEPTH
-    assert a.phases.forward_us + a.phases.backward_us == 2 * DEPTH
+    assert a.parts.forward_us + a.parts.backward_us == 2 * DEPTH
 
 
 def test_json_nested_50k_deep_is_a_value_error_naming_file_and_offset(tmp_path: Path) -> None:

@@ -50,10 +50,10 @@ def test_the_straggler_is_the_rank_the_others_wait_for_and_backward_is_what_slow
     assert s is not None
     assert (s.rank, s.work_us, s.others_work_us) == (1, 170, 120)  # step time less comm running alone
     assert s.excess == pytest.approx(170 / 120 - 1)
-    assert s.causes == (Cause("phase", "backward", 150, 100), Cause("kernel", "gemm", 150, 100))
+    assert s.causes == (Cause("part", "backward", 150, 100), Cause("kernel", "gemm", 150, 100))
     text = format_ranks(r, width=120)
     assert "Straggler: rank 1, 170.0 µs of work per step" in text
-    assert "+50.0 µs  150.0 µs  100.0 µs  phase   backward" in text
+    assert "+50.0 µs  150.0 µs  100.0 µs  part    backward" in text
 
 
 def test_ranks_within_one_percent_have_no_straggler(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 Each number perfkit gives is compared with the one ``plain_reader`` computes from the raw events
 (``json.load``, interval unions, per-thread walks): device busy, backward and forward against the
 trace's own ``## backward ##`` / ``## forward ##`` marks or the autograd threads' busy time, what no
-phase mark covers, memory peaks, op self times, idle gaps, communication overlap. The traces live
+part mark covers, memory peaks, op self times, idle gaps, communication overlap. The traces live
 in ``../shared/traces`` (see its README); the module is skipped without them.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from perfkit.trace import TraceAnalysis, analyze_trace
-from perfkit.trace._rules import GPU_BUSY_MAX_SHARE, HOST_WAIT_MIN_SHARE, UNACCOUNTED_MIN_SHARE
+from perfkit.trace._rules import GPU_BUSY_MAX_SHARE, HOST_WAIT_MIN_SHARE, OTHER_MIN_SHARE
 from tests.trace.plain_reader import Facts, read_facts
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
@@ -71,33 +71,33 @@ def test_device_busy_is_the_union_of_all_device_activity_over_the_steps(case: Ca
 def test_backward_is_the_backward_mark_or_else_the_autograd_threads_busy_time(case: Case) -> None:
     f = case.facts
     expected = f.backward_mark if f.backward_mark is not None else f.autograd_cover
-    assert POINTS * case.analysis.phases.share("backward") == pytest.approx(case.share(expected), abs=10)
+    assert POINTS * case.analysis.parts.share("backward") == pytest.approx(case.share(expected), abs=10)
     if f.autograd_threads and f.autograd_cover > 0:
-        assert any(s.source == "autograd thread" for s in case.analysis.phase_sources) or f.backward_mark
+        assert any(s.source == "autograd thread" for s in case.analysis.part_sources) or f.backward_mark
 
 
 def test_forward_is_the_forward_mark_where_the_trace_has_one(case: Case) -> None:
     if case.facts.forward_mark is None:
         pytest.skip("no '## forward ##' in this trace")
-    assert POINTS * case.analysis.phases.share("forward") == pytest.approx(
+    assert POINTS * case.analysis.parts.share("forward") == pytest.approx(
         case.share(case.facts.forward_mark), abs=10
     )
-    assert any(s.phase == "forward" and s.name == "## forward ##" for s in case.analysis.phase_sources)
+    assert any(s.part == "forward" and s.name == "## forward ##" for s in case.analysis.part_sources)
 
 
-def test_unaccounted_is_the_step_time_no_phase_mark_covers(case: Case) -> None:
-    p = case.analysis.phases
+def test_other_is_the_step_time_no_part_mark_covers(case: Case) -> None:
+    p = case.analysis.parts
     assert sum(p.shares.values()) == pytest.approx(1)
-    uncovered = POINTS - case.share(case.facts.phase_cover)
-    assert POINTS * p.share("unaccounted") == pytest.approx(uncovered, abs=1.5)
+    uncovered = POINTS - case.share(case.facts.part_cover)
+    assert POINTS * p.share("other") == pytest.approx(uncovered, abs=1.5)
 
 
-def test_the_outside_any_phase_mark_finding_fires_only_where_it_is_true(case: Case) -> None:
-    uncovered = 1 - case.facts.phase_cover / case.facts.step_us
-    if abs(uncovered - UNACCOUNTED_MIN_SHARE) < 0.01:
+def test_the_outside_any_part_mark_finding_fires_only_where_it_is_true(case: Case) -> None:
+    uncovered = 1 - case.facts.part_cover / case.facts.step_us
+    if abs(uncovered - OTHER_MIN_SHARE) < 0.01:
         pytest.skip("too close to the threshold to tell")
     fired = any(f.kind == "UNMARKED_TIME" for f in case.analysis.findings)
-    assert fired == (uncovered > UNACCOUNTED_MIN_SHARE)
+    assert fired == (uncovered > OTHER_MIN_SHARE)
 
 
 def test_the_gpu_waits_for_the_cpu_only_where_host_wait_dominates_its_idle_time(case: Case) -> None:

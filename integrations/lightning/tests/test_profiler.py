@@ -18,11 +18,11 @@ from perfkit._state import set_tracer
 
 from .tiny import Tiny, said, trainer
 
-PHASE_MARKS = {
-    "perfkit.phase.data_fetch",
-    "perfkit.phase.forward",
-    "perfkit.phase.backward",
-    "perfkit.phase.optimizer_step",
+PART_MARKS = {
+    "perfkit.part.data_wait",
+    "perfkit.part.forward",
+    "perfkit.part.backward",
+    "perfkit.part.optimizer",
 }
 
 
@@ -60,27 +60,27 @@ def test_traces_exist_only_for_the_listed_epochs_and_stages(profiled: Any) -> No
     assert sorted(p.name for p in callback.traces) == files
 
 
-def test_a_trace_is_valid_gzip_json_with_sections_phase_marks_and_steps(profiled: Any) -> None:
+def test_a_trace_is_valid_gzip_json_with_sections_part_marks_and_steps(profiled: Any) -> None:
     root, _, _, _ = profiled
     trace = load(root / "traces" / "train_epoch1.pt.trace.json.gz")
     seen = names(trace)
-    assert seen >= PHASE_MARKS
+    assert seen >= PART_MARKS
     assert {"forward", "getitem"} <= seen  # the module's perfkit section, and the dataset's @timed
     assert trace["perfkit"] == {"sections": ["forward", "getitem"]}
     recorded = sorted(n for n in seen if n.startswith("ProfilerStep#"))
     assert recorded == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]  # step 0 was the warm-up
     val = load(root / "traces" / "val_epoch1.pt.trace.json.gz")
-    assert {"perfkit.phase.data_fetch", "perfkit.phase.forward"} <= names(val)
-    assert "perfkit.phase.backward" not in names(val)
+    assert {"perfkit.part.data_wait", "perfkit.part.forward"} <= names(val)
+    assert "perfkit.part.backward" not in names(val)
 
 
 def test_the_summary_is_said_and_logged(profiled: Any) -> None:
     _, _, rows, printed = profiled
     assert "[Profiler] Trace exported:" in printed
-    assert "[Profiler] Summary: dataloader" in printed
+    assert "[Profiler] Summary: data wait" in printed
     assert "[Profiler] Bottlenecks:" in printed
     logged = {k for r in rows for k, v in r.items() if v and "/profiler/" in k}
-    assert {"perf/train/profiler/forward_fraction", "perf/val/profiler/data_loading_fraction"} <= logged
+    assert {"perf/train/profiler/forward_fraction", "perf/val/profiler/data_wait_fraction"} <= logged
 
 
 def test_the_run_directory_lists_the_traces(profiled: Any) -> None:
@@ -150,7 +150,7 @@ def test_an_exception_or_interrupt_inside_a_window_stops_the_profiler_cleanly(
         trainer(str(tmp_path), [callback], logger=False, max_epochs=1).fit(model)
     assert not torch.autograd.profiler._is_profiler_enabled
     assert set_tracer(None) is None
-    assert "training_step" not in vars(model)  # the phase marks are unwrapped
+    assert "training_step" not in vars(model)  # the part marks are unwrapped
 
 
 def test_disabled_it_leaves_the_trainer(tmp_path: Path) -> None:

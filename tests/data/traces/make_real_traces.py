@@ -1,11 +1,12 @@
 """Regenerate the real torch traces in this folder (torch 2.13, CPU): ``python make_real_traces.py``.
 
-``torch_cpu_marked.pt.trace.json.gz``: perfkit's phase marks, a ``collate`` section announced through
+``torch_cpu_marked.pt.trace.json.gz``: perfkit's part marks under their old names (``perfkit.phase.*``, as
+perfkit 0.1 wrote them: the reader still reads them), a ``collate`` section announced through
 ``add_metadata_json("perfkit", ...)``, memory events, three ``ProfilerStep#N`` ranges.
 ``torch_cpu_plain.pt.trace.json.gz``: the same loop with no marks of ours, so only torch's own names
-(``enumerate(DataLoader)#...``, ``autograd::engine::...``, ``Optimizer.step#...``) tell the phases.
+(``enumerate(DataLoader)#...``, ``autograd::engine::...``, ``Optimizer.step#...``) tell the parts.
 ``lightning_cpu.pt.trace.json.gz``: a 3-batch ``Trainer.fit`` under Lightning's own
-``PyTorchProfiler`` (lightning 2.6), so its ``[pl][profile]...`` names tell the phases.
+``PyTorchProfiler`` (lightning 2.6), so its ``[pl][profile]...`` names tell the parts.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where a step's phases come from: user annotations by their words, torch's ranges, the autograd threads.
+"""Where a step's parts come from: user annotations by their words, torch's ranges, the autograd threads.
 
 Hand-built traces (µs from 0): every expected number follows from the construction.
 """
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.trace import PhaseSource, TraceAnalysis, analyze_trace
-from perfkit.trace._phases import ANNOTATION, BACKWARD, DATA_LOADING, FORWARD, OPTIMIZER, TORCH, classify
+from perfkit.trace import PartSource, TraceAnalysis, analyze_trace
+from perfkit.trace._parts import ANNOTATION, BACKWARD, DATA_WAIT, FORWARD, OPTIMIZER, TORCH, classify
 from tests.trace.trace_builder import Event, mark, op, step, write_trace
 
 AUTOGRAD_TID = 200
@@ -21,7 +21,7 @@ def analyze(tmp_path: Path, events: list[Event]) -> TraceAnalysis:
 
 
 def sources(a: TraceAnalysis) -> list[tuple[str, str, str, float]]:
-    return [(s.phase, s.source, s.name, s.us) for s in a.phase_sources]
+    return [(s.part, s.source, s.name, s.us) for s in a.part_sources]
 
 
 @pytest.mark.parametrize(
@@ -33,19 +33,19 @@ def sources(a: TraceAnalysis) -> list[tuple[str, str, str, float]]:
         ("## backward ##", (BACKWARD, ANNOTATION)),
         ("## optimizer ##", (OPTIMIZER, ANNOTATION)),
         ("## zero_grad ##", (OPTIMIZER, ANNOTATION)),
-        ("## data_load ##", (DATA_LOADING, ANNOTATION)),
-        ("## wait_for_batch ##", (DATA_LOADING, ANNOTATION)),
-        ("## copy_batch_to_gpu 3 ##", (DATA_LOADING, ANNOTATION)),
+        ("## data_load ##", (DATA_WAIT, ANNOTATION)),
+        ("## wait_for_batch ##", (DATA_WAIT, ANNOTATION)),
+        ("## copy_batch_to_gpu 3 ##", (DATA_WAIT, ANNOTATION)),
         ("## alltoall_fwd_single ##", None),  # a word is a whole run of letters, digits and "_"
         ("## sparse_data_dist ##", None),
         ("forward_hook_stats", None),
         ("DistributedDataParallel.forward", (FORWARD, TORCH)),  # torch's own range, not the user's
         ("Optimizer.step#SGD.step", (OPTIMIZER, TORCH)),
-        ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", (DATA_LOADING, TORCH)),
+        ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", (DATA_WAIT, TORCH)),
         ("AddmmBackward0", None),  # a user annotation is never an autograd node
     ],
 )
-def test_a_user_annotation_marks_a_phase_by_its_words(name: str, expected: tuple[int, int] | None) -> None:
+def test_a_user_annotation_marks_a_part_by_its_words(name: str, expected: tuple[int, int] | None) -> None:
     assert classify(name, annotation=True) == expected
 
 
@@ -67,16 +67,16 @@ def test_the_autograd_threads_busy_time_is_backward(tmp_path: Path) -> None:
         op("aten::copy_", 0, 100, tid=300),  # a thread without backward ops is not the autograd engine
     ]
     a = analyze(tmp_path, events)
-    assert (a.phases.backward_us, a.phases.unaccounted_us) == (30, 70)
+    assert (a.parts.backward_us, a.parts.other_us) == (30, 70)
     assert sources(a) == [("backward", "autograd thread", "autograd engine thread busy", 30)]
 
 
 def test_older_traces_name_autograd_nodes_without_the_engine_prefix(tmp_path: Path) -> None:
     events = [step(1, 0, 100), op("CudnnConvolutionBackward", 10, 50, tid=AUTOGRAD_TID, cat="Operator")]
-    assert analyze(tmp_path, events).phases.backward_us == 50
+    assert analyze(tmp_path, events).parts.backward_us == 50
 
 
-def test_the_users_marks_give_the_phases_and_say_so(tmp_path: Path) -> None:
+def test_the_users_marks_give_the_parts_and_say_so(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
         mark("## data_load ##", 0, 10),
@@ -88,7 +88,7 @@ def test_the_users_marks_give_the_phases_and_say_so(tmp_path: Path) -> None:
         mark("Optimizer.step#SGD.step", 91, 6),
     ]
     a = analyze(tmp_path, events)
-    assert [a.phases.us(p) for p in ("data_loading", "forward", "backward", "optimizer", "unaccounted")] == [
+    assert [a.parts.us(p) for p in ("data_wait", "forward", "backward", "optimizer", "other")] == [
         10,
         30,
         50,
@@ -96,7 +96,7 @@ def test_the_users_marks_give_the_phases_and_say_so(tmp_path: Path) -> None:
         2,
     ]
     assert sources(a) == [
-        ("data_loading", "user annotation", "## data_load ##", 10),
+        ("data_wait", "user annotation", "## data_load ##", 10),
         ("forward", "user annotation", "## forward ##", 30),
         ("backward", "user annotation", "## backward ##", 40),
         ("backward", "autograd thread", "autograd engine thread busy", 10),
@@ -104,16 +104,44 @@ def test_the_users_marks_give_the_phases_and_say_so(tmp_path: Path) -> None:
     ]
 
 
-def test_a_more_trusted_mark_inside_a_torch_range_of_the_same_phase_takes_the_credit(tmp_path: Path) -> None:
+def test_a_more_trusted_mark_inside_a_torch_range_of_the_same_part_takes_the_credit(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
         mark("Optimizer.step#SGD.step", 0, 50),
-        mark("perfkit.phase.optimizer_step", 10, 20),
+        mark("perfkit.part.optimizer", 10, 20),
     ]
     assert sources(analyze(tmp_path, events)) == [
         ("optimizer", "torch", "Optimizer.step#SGD.step", 30),
-        ("optimizer", "perfkit", "perfkit.phase.optimizer_step", 20),
+        ("optimizer", "perfkit", "perfkit.part.optimizer", 20),
     ]
+
+
+def test_a_trace_with_the_old_marks_of_perfkit_0_1_splits_as_one_with_the_new(tmp_path: Path) -> None:
+    def marks(data: str, forward: str, backward: str, optimizer: str) -> list[Event]:
+        spans = ((data, 0, 40), (forward, 40, 30), (backward, 70, 20), (optimizer, 90, 5))
+        return [
+            step(1, 0, 100),
+            *(mark(name, start, dur) for name, start, dur in spans),
+            op("aten::mm", 45, 10),
+        ]
+
+    old = analyze(
+        tmp_path,
+        marks(*(f"perfkit.phase.{p}" for p in ("data_fetch", "forward", "backward", "optimizer_step"))),
+    )
+    new = analyze(
+        tmp_path, marks(*(f"perfkit.part.{p}" for p in ("data_wait", "forward", "backward", "optimizer")))
+    )
+    assert old.parts == new.parts
+    assert [old.parts.us(p) for p in ("data_wait", "forward", "backward", "optimizer", "other")] == [
+        40,
+        30,
+        20,
+        5,
+        5,
+    ]
+    assert [(s.part, s.source) for s in old.part_sources] == [(s.part, s.source) for s in new.part_sources]
+    assert [o.name for o in old.top_cpu_ops] == ["aten::mm"]  # the old marks are marks, not work
 
 
 def test_backward_inside_the_optimizer_closure_is_backward_also_from_the_autograd_thread(
@@ -124,33 +152,33 @@ def test_backward_inside_the_optimizer_closure_is_backward_also_from_the_autogra
         mark("Optimizer.step#SGD.step", 0, 100),  # Lightning runs forward and backward in the closure
         op("autograd::engine::evaluate_function: MmBackward0", 50, 30, tid=AUTOGRAD_TID),
     ]
-    p = analyze(tmp_path, events).phases
+    p = analyze(tmp_path, events).parts
     assert (p.backward_us, p.optimizer_us) == (30, 70)
 
 
 def test_user_marks_written_as_ops_by_older_torch_count_too(tmp_path: Path) -> None:
     events = [step(1, 0, 100), op("## forward ##", 0, 60, cat="Operator")]
-    assert analyze(tmp_path, events).phases.forward_us == 60
+    assert analyze(tmp_path, events).parts.forward_us == 60
 
 
-def test_the_unaccounted_time_says_which_annotations_it_lies_in(tmp_path: Path) -> None:
+def test_the_other_time_says_which_annotations_it_lies_in(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
         mark("## forward ##", 0, 20),
         mark("## sparse_data_dist ##", 20, 60),
         mark("## sparse_data_dist ##", 30, 10),  # nested in itself: counted once
         mark("## metrics ##", 85, 15),
-        mark("## wait inside forward ##", 5, 10),  # covered by forward: not unaccounted
+        mark("## wait inside forward ##", 5, 10),  # covered by forward: not other
     ]
     a = analyze(tmp_path, events)
-    assert a.phases.unaccounted_us == 80
-    assert [s for s in a.phase_sources if s.phase == "unaccounted"] == [
-        PhaseSource("unaccounted", "annotation", "## sparse_data_dist ##", 60, 0.6),
-        PhaseSource("unaccounted", "annotation", "## metrics ##", 15, 0.15),
+    assert a.parts.other_us == 80
+    assert [s for s in a.part_sources if s.part == "other"] == [
+        PartSource("other", "annotation", "## sparse_data_dist ##", 60, 0.6),
+        PartSource("other", "annotation", "## metrics ##", 15, 0.15),
     ]
     finding = next(f for f in a.findings if f.kind == "UNMARKED_TIME")
     assert finding.message == (
-        "80.0% of step time is outside any phase mark, 60.0% of step time inside '## sparse_data_dist ##'"
+        "80.0% of step time is outside any part mark, 60.0% of step time inside '## sparse_data_dist ##'"
     )
 
 
@@ -163,18 +191,18 @@ def test_without_a_forward_mark_the_finding_says_torch_marks_none(tmp_path: Path
     )
 
 
-def test_a_step_fully_marked_has_no_unaccounted_finding(tmp_path: Path) -> None:
+def test_a_step_fully_marked_has_no_other_finding(tmp_path: Path) -> None:
     events = [step(1, 0, 100), mark("## forward ##", 0, 50), mark("## backward ##", 50, 50)]
     assert not any(f.kind == "UNMARKED_TIME" for f in analyze(tmp_path, events).findings)
 
 
-def test_an_annotation_holding_little_of_the_unaccounted_time_is_not_named_in_the_finding(
+def test_an_annotation_holding_little_of_the_other_time_is_not_named_in_the_finding(
     tmp_path: Path,
 ) -> None:
     events = [step(1, 0, 100), mark("## forward ##", 0, 20), mark("## small ##", 30, 10)]
     a = analyze(tmp_path, events)
-    assert sources(a)[-1] == ("unaccounted", "annotation", "## small ##", 10)
+    assert sources(a)[-1] == ("other", "annotation", "## small ##", 10)
     finding = next(f for f in a.findings if f.kind == "UNMARKED_TIME")
     assert finding.message == (
-        "80.0% of step time is outside any phase mark (untracked work, e.g. Python between the marked phases)"
+        "80.0% of step time is outside any part mark (untracked work, e.g. Python between the marked parts)"
     )

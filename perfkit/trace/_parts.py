@@ -1,10 +1,10 @@
-"""Which training phase a trace range marks, where the mark came from, and how a step splits between phases.
+"""Which part of a step a trace range marks, where the mark came from, and how a step splits into parts.
 
 Marks are recognised from five sources, in this order of trust (a tie between marks with the
 same bounds goes to the more trusted):
 
 ==================  ==========================================================================
-``perfkit``         perfkit's own ranges (``perfkit.phase.forward`` ...)
+``perfkit``         perfkit's own ranges (``perfkit.part.forward`` ...; their old names ``perfkit.phase.*``)
 ``user annotation`` a user's ``record_function`` range (or any ``## name ##`` range) with one of
                     the words of ``ANNOTATION_WORDS``: ``## forward ##``, ``## data_load ##``,
                     ``[param|alex_net|measure|forward]``
@@ -16,11 +16,11 @@ same bounds goes to the more trusted):
 ==================  ==========================================================================
 
 Every instant of a step goes to the innermost mark covering it, so a backward run inside an
-optimizer-step closure counts as backward. What no mark covers is *unaccounted*: torch marks no
-forward pass, so without a forward mark the forward is unaccounted (or optimizer time, inside
+optimizer-step closure counts as backward. What no mark covers is *other*: torch marks no
+forward pass, so without a forward mark the forward is other (or optimizer time, inside
 ``Optimizer.step``'s closure as Lightning runs it).
 
-    >>> classify("perfkit.phase.backward"), classify("Optimizer.step#SGD.step"), classify("aten::mm")
+    >>> classify("perfkit.part.backward"), classify("Optimizer.step#SGD.step"), classify("aten::mm")
     ((2, 4), (3, 1), None)
     >>> classify("## forward:over_arch ##", annotation=True)
     (1, 3)
@@ -34,34 +34,35 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..names import MARK_BACKWARD, MARK_DATA, MARK_FORWARD, MARK_OPTIMIZER
+from ..names import MARK_BACKWARD, MARK_DATA_WAIT, MARK_FORWARD, MARK_OPTIMIZER, OLD_MARKS, TRACE_PARTS
 
 Mark = tuple[float, float, int]  # start µs, end µs, code (see pack)
-# Phase indices; "unaccounted" is what no mark covers.
-PHASES = ("data_loading", "forward", "backward", "optimizer")
-ALL_PHASES = (*PHASES, "unaccounted")
-DATA_LOADING, FORWARD, BACKWARD, OPTIMIZER = range(4)
+# The parts a mark can give, by index; the last of ALL_PARTS, "other", is what no mark covers.
+ALL_PARTS = TRACE_PARTS
+PARTS = ALL_PARTS[:-1]
+DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER = range(4)
 # Mark sources, in order of trust: higher wins a tie.
 AUTOGRAD, TORCH, LIGHTNING, ANNOTATION, PERFKIT = range(5)
 SOURCES = ("autograd thread", "torch", "Lightning", "user annotation", "perfkit")
 
 PERFKIT_MARKS = {
-    MARK_DATA: DATA_LOADING,
+    MARK_DATA_WAIT: DATA_WAIT,
     MARK_FORWARD: FORWARD,
     MARK_BACKWARD: BACKWARD,
     MARK_OPTIMIZER: OPTIMIZER,
 }
+PERFKIT_MARKS |= {old: PERFKIT_MARKS[new] for old, new in OLD_MARKS.items()}  # traces of perfkit 0.1
 _LIGHTNING_PROFILE = "[pl][profile]"
 # Lightning names an action "[pl][profile]" + "[Owner]Class.hook" or a bare hook name; hooks such
-# as on_before_backward or on_before_optimizer_step are callbacks around a phase, not the phase.
+# as on_before_backward or on_before_optimizer_step are callbacks around a part, not the part.
 _LIGHTNING_RULES = (
-    (re.compile(r"\[_\w+Loop\]\.\w*_next$"), DATA_LOADING),  # train_dataloader_next, val_next
+    (re.compile(r"\[_\w+Loop\]\.\w*_next$"), DATA_WAIT),  # train_dataloader_next, val_next
     (re.compile(r"[.\]](training|validation|test|predict)_step$"), FORWARD),
     (re.compile(r"[.\]]backward$"), BACKWARD),
     (re.compile(r"[.\]]optimizer_(step|zero_grad)$"), OPTIMIZER),
 )
 _TORCH_PREFIXES = (
-    ("enumerate(DataLoader)#", DATA_LOADING),
+    ("enumerate(DataLoader)#", DATA_WAIT),
     ("autograd::engine::", BACKWARD),
     ("Optimizer.step#", OPTIMIZER),
     ("Optimizer.zero_grad#", OPTIMIZER),
@@ -69,13 +70,13 @@ _TORCH_PREFIXES = (
 )
 # An autograd node's own range: "AddmmBackward0", older "CudnnBatchNormBackward", "CopyBackwards".
 BACKWARD_OP = re.compile(r"Backwards?\d*$")
-# A user annotation marks a phase when one of its words (runs of letters, digits and "_") is one of
-# these; the first phase that matches wins. "## forward:over_arch ##" is forward, "## alltoall_fwd ##"
-# and "## sparse_data_dist ##" are not phases.
+# A user annotation marks a part when one of its words (runs of letters, digits and "_") is one of
+# these; the first part that matches wins. "## forward:over_arch ##" is forward, "## alltoall_fwd ##"
+# and "## sparse_data_dist ##" mark no part.
 ANNOTATION_WORDS = (
-    (DATA_LOADING, frozenset({"data_load", "data_loading", "dataloader", "load_batch", "next_batch"})),
-    (DATA_LOADING, frozenset({"get_batch", "fetch_batch", "wait_for_batch", "wait_for_training_batch"})),
-    (DATA_LOADING, frozenset({"copy_batch_to_gpu"})),
+    (DATA_WAIT, frozenset({"data_load", "data_loading", "dataloader", "load_batch", "next_batch"})),
+    (DATA_WAIT, frozenset({"get_batch", "fetch_batch", "wait_for_batch", "wait_for_training_batch"})),
+    (DATA_WAIT, frozenset({"copy_batch_to_gpu"})),
     (OPTIMIZER, frozenset({"optimizer", "optimizer_step", "optim", "zero_grad"})),
     (BACKWARD, frozenset({"backward"})),
     (FORWARD, frozenset({"forward"})),
@@ -84,50 +85,50 @@ _WORD = re.compile(r"[a-z0-9_]+")
 
 
 def classify(name: str, *, annotation: bool = False) -> tuple[int, int] | None:
-    """``(phase index, source)`` of a range name, or None when it marks no phase.
+    """``(part index, source)`` of a range name, or None when it marks no part.
 
-    ``annotation``: the range is a user annotation, so its words may name a phase.
+    ``annotation``: the range is a user annotation, so its words may name a part.
     """
-    phase = PERFKIT_MARKS.get(name)
-    if phase is not None:
-        return phase, PERFKIT
+    part = PERFKIT_MARKS.get(name)
+    if part is not None:
+        return part, PERFKIT
     if name.startswith(_LIGHTNING_PROFILE):
-        for pattern, phase in _LIGHTNING_RULES:
+        for pattern, part in _LIGHTNING_RULES:
             if pattern.search(name, len(_LIGHTNING_PROFILE) - 1):  # from the "]"
-                return phase, LIGHTNING
+                return part, LIGHTNING
         return None
     if name.startswith("[pl][module]"):  # a submodule's forward, wrapped by Lightning's profiler
         return FORWARD, LIGHTNING
-    for prefix, phase in _TORCH_PREFIXES:
+    for prefix, part in _TORCH_PREFIXES:
         if name.startswith(prefix):
-            return phase, TORCH
+            return part, TORCH
     if annotation or name.startswith("##"):  # older torch wrote user ranges as ops
         words = set(_WORD.findall(name.lower()))
-        return next(((phase, ANNOTATION) for phase, known in ANNOTATION_WORDS if words & known), None)
+        return next(((part, ANNOTATION) for part, known in ANNOTATION_WORDS if words & known), None)
     if BACKWARD_OP.search(name):
         return BACKWARD, TORCH
     return None
 
 
-def pack(phase: int, source: int, name_id: int) -> int:
+def pack(part: int, source: int, name_id: int) -> int:
     """One integer code for a mark: what it marks, where it came from, its name."""
-    return (name_id * len(SOURCES) + source) * len(PHASES) + phase
+    return (name_id * len(SOURCES) + source) * len(PARTS) + part
 
 
 def unpack(code: int) -> tuple[int, int, int]:
-    """``(phase, source, name id)`` of a :func:`pack` code."""
-    return code % len(PHASES), code // len(PHASES) % len(SOURCES), code // (len(PHASES) * len(SOURCES))
+    """``(part, source, name id)`` of a :func:`pack` code."""
+    return code % len(PARTS), code // len(PARTS) % len(SOURCES), code // (len(PARTS) * len(SOURCES))
 
 
-def split_phases(
+def split_parts(
     marks: Iterable[Mark], windows: Sequence[tuple[float, float]]
 ) -> tuple[np.ndarray, dict[int, float]]:
-    """µs of each phase inside each window (shape ``(len(windows), len(PHASES))``) and µs per mark code.
+    """µs of each part inside each window (shape ``(len(windows), len(PARTS))``) and µs per mark code.
 
     ``marks`` are ``(start, end, code)``, sorted by start, outer marks first, then by source;
     ``windows`` are sorted and disjoint.
     """
-    out = np.zeros((len(windows), len(PHASES)))
+    out = np.zeros((len(windows), len(PARTS)))
     by_code: dict[int, float] = {}
     first = 0
     for a, b, code in _innermost(marks):
@@ -137,7 +138,7 @@ def split_phases(
         while w < len(windows) and windows[w][0] < b:
             overlap = min(b, windows[w][1]) - max(a, windows[w][0])
             if overlap > 0:
-                out[w, code % len(PHASES)] += overlap
+                out[w, code % len(PARTS)] += overlap
                 by_code[code] = by_code.get(code, 0.0) + overlap
             w += 1
     return out, by_code
@@ -176,7 +177,7 @@ def _innermost(marks: Iterable[Mark]) -> Iterator[Mark]:
 class _Open:
     """An open mark, and whose time it is while the mark around it lasts.
 
-    Nested in a mark of the same phase that is at least as trusted, its time is the outer mark's
+    Nested in a mark of the same part that is at least as trusted, its time is the outer mark's
     (``DistributedDataParallel.forward`` inside ``## forward ##`` is the annotation's forward),
     but only until that one ends; then it is its own again.
     """
