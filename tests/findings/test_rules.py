@@ -13,9 +13,7 @@ import pytest
 
 import perfkit
 from perfkit import Snapshot
-from perfkit._rule import Abstention, Verdict
-from perfkit.findings import KINDS, RULES
-from perfkit.findings._case import Case
+from perfkit.findings import KINDS, RULES, Abstention, Case, Verdict
 from perfkit.names import hook_series, iter_series, loader_setup_series, step_series, wait_series
 from perfkit.stages import Account, RankPart, StageWindow
 from tests.conftest import FakeClock

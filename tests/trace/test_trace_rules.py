@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from perfkit._rule import Abstention, Verdict
+from perfkit.findings import Abstention, Verdict
 from perfkit.trace import (
     ALL_PHASES,
     TRACE_KINDS,
