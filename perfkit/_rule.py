@@ -128,7 +128,8 @@ class Abstention:
 
 
 Outcome = Verdict | Abstention | None
-"""What a judge returns for one subject; a judge that can find several returns an iterable of verdicts."""
+"""What a judge returns for one subject; a judge that can find several returns an iterable of
+verdicts (a generator yields an abstention instead when it cannot judge)."""
 
 
 def verdict(
@@ -166,7 +167,7 @@ class Rule(Generic[S]):
     reads: tuple[str, ...]
     threshold: float
     why: str
-    judge: Callable[[S], Outcome | Iterable[Verdict]]
+    judge: Callable[[S], Outcome | Iterable[Verdict | Abstention]]
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not _KIND.fullmatch(self.kind):

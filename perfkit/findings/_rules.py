@@ -125,7 +125,9 @@ SETUP_MIN = 0.10
 
 
 def loader_setup(case: Case) -> Outcome:
-    setups = case.window.account.subjects.get("loader_setup", {})
+    if "loader_setup" not in case.window.account.subjects:
+        return case.abstain("the account's loader setup (the run directory kept no account)")
+    setups = case.window.account.subjects["loader_setup"]  # empty: no loader was built this epoch
     share = sum(setups.values()) / case.wall_s if case.wall_s > 0 else 0.0
     if share < SETUP_MIN:
         return None
@@ -184,8 +186,10 @@ CALLBACK_MIN = 0.05
 
 
 def callback_overhead(case: Case) -> Outcome:
-    owners = case.window.account.subjects.get("callbacks", {})
-    if not owners:
+    if "callbacks" not in case.window.account.subjects:
+        return case.abstain("the account's callback hooks (the run directory kept no account)")
+    owners = case.window.account.subjects["callbacks"]
+    if not owners:  # no component's hook was timed: nothing to judge
         return None
     owner, seconds = max(owners.items(), key=lambda kv: kv[1])
     share = seconds / case.wall_s if case.wall_s > 0 else 0.0

@@ -4,7 +4,9 @@
 rule. They have the shape of a run's rules (``perfkit._rule.Rule``) and conclude the same
 ``Verdict``: its ``share`` is the fraction of the profiled step time that crossed the threshold
 (for the GPU, the idle share), so sorting by share puts the biggest problem first; its
-``stage`` is empty, as a trace is judged on its own.
+``stage`` is empty, as a trace is judged on its own. A rule whose input the trace lacks (no
+step time, no device activity, no communication) abstains, naming it; ``find_bottlenecks``
+keeps the findings only.
 
     >>> [rule.kind for rule in TRACE_RULES][:3]
     ['INPUT_BOUND', 'SLOW_SECTION', 'SLOW_OP']
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .._rule import Rule, Verdict, kinds, verdict
+from .._rule import Abstention, Rule, Verdict, kinds, verdict
 from .._units import format_seconds, plural
 from ..names import display_name
 
@@ -39,22 +41,41 @@ def find_bottlenecks(analysis: TraceAnalysis) -> tuple[Verdict, ...]:
     return tuple(sorted(found, key=lambda v: -v.share))
 
 
-def _data_wait(a: TraceAnalysis) -> Iterable[Verdict]:
+def _abstain(missing: str) -> Abstention:
+    """This trace cannot be judged without ``missing`` (its rule names itself)."""
+    return Abstention("", "", -1, missing)
+
+
+NO_STEP_TIME = "profiled step time (the trace has no step and no main-thread span)"
+
+
+def _data_wait(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
+    if a.span_us <= 0:
+        yield _abstain(NO_STEP_TIME)
+        return
     data = a.parts.share("data_wait")
     if data >= DATA_WAIT_MIN_SHARE:
         text = f"data loader waits take {data:.1%} of step time"
         yield verdict(data, text, "more workers or a cheaper collate would help")
 
 
-def _sections(a: TraceAnalysis) -> Iterable[Verdict]:
+def _sections(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
+    if not a.sections:
+        yield _abstain(
+            "perfkit sections (the trace names none: no section was timed, or perfkit did not take it)"
+        )
+        return
     for s in a.sections:
         if s.share >= SECTION_MIN_SHARE:
             text = f"section '{display_name(s.name)}' takes {s.share:.1%} of step time"
             yield verdict(s.share, text, subject=s.name)
 
 
-def _cpu_op(a: TraceAnalysis) -> Iterable[Verdict]:
-    if a.top_cpu_ops and a.top_cpu_ops[0].share >= CPU_OP_MIN_SHARE:
+def _cpu_op(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
+    if not a.top_cpu_ops:
+        yield _abstain("CPU ops (the trace has none)")
+        return
+    if a.top_cpu_ops[0].share >= CPU_OP_MIN_SHARE:
         op = a.top_cpu_ops[0]
         text = (
             f"{display_name(op.name)} takes {op.share:.1%} of CPU op self time"
@@ -63,9 +84,12 @@ def _cpu_op(a: TraceAnalysis) -> Iterable[Verdict]:
         yield verdict(op.share, text, subject=op.name)
 
 
-def _gpu_idle(a: TraceAnalysis) -> Iterable[Verdict]:
+def _gpu_idle(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
     busy = a.gpu_busy_share
-    if busy is None or busy >= GPU_BUSY_MAX_SHARE:
+    if busy is None:
+        yield _abstain("device activity in the steps (the trace has none: a CPU run, or no step time)")
+        return
+    if busy >= GPU_BUSY_MAX_SHARE:
         return
     text = f"the GPU is idle {1 - busy:.1%} of the profiled time (busy {busy:.1%})"
     device = a.idle[0] if a.idle else None
@@ -88,7 +112,10 @@ def _gpu_idle(a: TraceAnalysis) -> Iterable[Verdict]:
     yield verdict(1 - busy, text)
 
 
-def _optimizer(a: TraceAnalysis) -> Iterable[Verdict]:
+def _optimizer(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
+    if a.span_us <= 0:
+        yield _abstain(NO_STEP_TIME)
+        return
     optimizer = a.parts.share("optimizer")
     if optimizer >= OPTIMIZER_MIN_SHARE:
         ops = (op.name for op in a.top_cpu_ops if "_foreach_" in op.name or "_fused_" in op.name)
@@ -102,7 +129,10 @@ def _optimizer(a: TraceAnalysis) -> Iterable[Verdict]:
         yield verdict(optimizer, f"the optimizer step takes {optimizer:.1%} of step time", advice)
 
 
-def _other(a: TraceAnalysis) -> Iterable[Verdict]:
+def _other(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
+    if a.span_us <= 0:
+        yield _abstain(NO_STEP_TIME)
+        return
     untracked = a.parts.share("other")
     if untracked < OTHER_MIN_SHARE:
         return
@@ -118,8 +148,9 @@ def _other(a: TraceAnalysis) -> Iterable[Verdict]:
     yield verdict(untracked, text)
 
 
-def _exposed_comm(a: TraceAnalysis) -> Iterable[Verdict]:
+def _exposed_comm(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
     if a.comm is None or a.span_us <= 0:
+        yield _abstain("communication kernels in the steps (the trace has none: one device, or a CPU run)")
         return
     exposed = (a.comm.comm_us - a.comm.overlap_us) / a.span_us
     if exposed >= EXPOSED_COMM_MIN_SHARE:

@@ -179,8 +179,8 @@ class ProfilerCallback(PerfkitCallback):
 def _metrics(stage: str, analysis: TraceAnalysis) -> dict[str, float]:
     key = metric_key("perf", stage, "profiler")
     out = {f"{key}/step_ms": analysis.span_us / max(1, analysis.step_count) / 1e3}
-    for phase, share in analysis.parts.shares.items():
-        out[f"{key}/{phase}_fraction"] = share
+    for part, share in analysis.parts.shares.items():
+        out[f"{key}/{part}_fraction"] = share
     if analysis.top_cpu_ops:
         out[f"{key}/top_op_self_ms"] = analysis.top_cpu_ops[0].self_us / 1e3
     return out
