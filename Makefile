@@ -13,11 +13,11 @@ STAMP := $(VENV)/.perfkit-installed
 
 .PHONY: test lint typecheck unit demo bench clean
 
-$(STAMP): pyproject.toml setup.py perfkit/_speedups.c integrations/lightning/pyproject.toml examples/requirements.txt
+$(STAMP): pyproject.toml setup.py perfkit/_speedups.c integrations/lightning/pyproject.toml integrations/huggingface/pyproject.toml examples/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[all,dev]" -e "integrations/lightning[all]" -r examples/requirements.txt
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]" -e "integrations/lightning[all]" -e integrations/huggingface -r examples/requirements.txt
 	touch $(STAMP)
 
 test: lint typecheck unit

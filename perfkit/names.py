@@ -16,6 +16,8 @@ script. Records of a stage epoch:
 ``LOADER.loop.turn``        ``timed_iter``: one request for an item to the next
 ``STAGE.hook.OWNER``        time in another component's hooks during the stage (a callback)
 ``STAGE.loader_setup``      building the stage's loaders (a framework asking for them)
+``STAGE.optimizer_step``    the optimizer's step inside a step, where a framework says when it
+                            runs (the Hugging Face Trainer: one per gradient-accumulation cycle)
 ``NAME.gpu``                the GPU time of a ``cuda=True`` section or ``@timed`` function
 ==========================  ===========================================================
 
@@ -54,7 +56,16 @@ TURN = ".loop.turn"
 STEP = ".step"
 HOOK = ".hook."
 LOADER_SETUP = ".loader_setup"
+OPTIMIZER_STEP = ".optimizer_step"
 GPU = ".gpu"
+
+RUN_DIR_NAME = "perfkit-run"
+"""The run directory's default folder name (under a log or output folder, or the working one).
+Not an identifier on purpose: a folder named like the package (the old default, ``perfkit``)
+shadows it for ``import perfkit`` in that working folder under an editable install."""
+
+OLD_RUN_DIR_NAMES = ("perfkit",)
+"""Default run directory names of earlier versions, still found by the readers."""
 
 
 def stage_label(stage: str) -> str:
@@ -97,6 +108,11 @@ def loader_setup_series(stage: str) -> str:
     return stage + LOADER_SETUP
 
 
+def optimizer_series(stage: str) -> str:
+    """The optimizer's step inside ``stage``'s steps (one per gradient-accumulation cycle)."""
+    return stage + OPTIMIZER_STEP
+
+
 def gpu_series(name: str) -> str:
     """The GPU time of section or function ``name`` (``cuda=True``)."""
     return name + GPU
@@ -117,7 +133,7 @@ def is_stage_series(name: str) -> bool:
     >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
     [True, True, False]
     """
-    if name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP)):
+    if name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP, OPTIMIZER_STEP)):
         return True
     return any(name.startswith(stage + HOOK) for stage in STAGES)
 

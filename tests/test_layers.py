@@ -3,6 +3,7 @@
 The order (docs/design.md draws it; ``test_the_design_doc_draws_these_layers`` keeps the two alike):
 
     cli        perfkit/__init__.py, __main__.py, _cli.py: the facade and the commands
+    monitor    what a framework adapter reports a run with (StageMonitor)
     reports    the HTML report, the console summary
     findings   verdicts, compare     |  torch   DataLoader workers, profiler windows, DDP
     run        script windows, the run directory
@@ -33,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("run",),
     ("findings", "torch"),
     ("reports",),
+    ("monitor",),
     ("cli",),
 )
 """Lowest first. An area may import any area on a lower line, and no other."""

@@ -14,7 +14,7 @@ import re
 from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
-from ..names import fetch_series, is_stage_series, step_series, wait_series
+from ..names import fetch_series, is_stage_series, optimizer_series, step_series, wait_series
 from ._account import PARTS
 from ._window import StageWindow
 
@@ -69,6 +69,10 @@ def stage_metrics(
         out[f"{p}/steps"] = float(step.count)
         if window.wall_s > 0:
             out[f"{p}/batches_per_s"] = step.count / window.wall_s  # of the whole job, all ranks
+    optimizer = snap.get(optimizer_series(window.stage))
+    if optimizer is not None:  # steps are micro-batches; the optimizer stepped once per cycle
+        out.update(_timing(f"{p}/optimizer_step", optimizer))
+        out[f"{p}/optimizer_steps"] = float(optimizer.count)
     out.update(_account(window, p))
     out.update(_data(snap, window, p, step, cores or cores_for_workers()))
     if window.samples and window.wall_s > 0:

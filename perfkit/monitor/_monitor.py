@@ -1,0 +1,139 @@
+"""``StageMonitor``: each stage epoch's window as metrics for every sink, and a console block.
+
+For each window of the stages it watches it computes ``stage_metrics`` once, sends them through
+one ``SinkFanout`` (each sink's failure isolated), and, with ``console``, says the epoch's block
+with its top verdict. A stage run inside an open training epoch (validation every N steps) is
+said after training's own block, so the console reads in the order epochs end. At the end of
+the run, ``finish`` writes the run's ``verdicts.json`` and says its ranked verdicts. Only the
+publishing process (rank 0) sends and says; every rank keeps the metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from .._snapshot import Snapshot
+from ..findings import Case, Diagnosis, Verdict, judge, write_diagnosis
+from ..names import STAGES
+from ..reports import summary_text
+from ..run import RunWriter
+from ..sinks import Sink, SinkFanout, check_sinks
+from ..stages import StageListener, StageWindow, cores_for_workers, stage_metrics
+
+Say = Callable[[str], None]
+"""How an adapter logs a block: through ``logging``, clear of its progress bars, on rank 0."""
+
+TOP = 3
+"""Verdicts said at the end of a run (the run directory's ``verdicts.json`` has them all)."""
+
+
+class StageMonitor(StageListener):
+    """Publishes each stage epoch's window of ``stages``; see the module docstring.
+
+    ``step_of(stage)`` gives the step sinks log at (default: a count of windows published);
+    ``is_open(stage)`` tells whether a stage epoch is still running (a recorder's ``is_open``),
+    to hold the block of a stage run inside training until training's own is said.
+    """
+
+    def __init__(
+        self,
+        *,
+        say: Say,
+        stages: Iterable[str] = STAGES,
+        sinks: Sequence[Sink] = (),
+        prefix: str = "perf",
+        user_series: bool = True,
+        console: bool = True,
+        publish: bool = True,
+        step_of: Callable[[str], int] | None = None,
+        is_open: Callable[[str], bool] | None = None,
+    ) -> None:
+        if not callable(say):
+            raise TypeError(f"say must be callable, got {say!r}")
+        self.stages = tuple(stages)
+        self.say = say
+        self.prefix = prefix
+        self.user_series = user_series
+        self.console = console
+        self.publish = publish
+        self.fanout = SinkFanout(check_sinks(sinks))
+        self.step_of = step_of
+        self.is_open = is_open
+        self.last_metrics: dict[str, dict[str, float]] = {}
+        """The last metrics of each stage (on every rank)."""
+        self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
+        self._train: StageWindow | None = None
+        self._held: list[str] = []
+        self._published = 0
+
+    def stage_ended(self, window: StageWindow) -> None:
+        stage = window.stage
+        if stage != "sanity" and stage not in self.stages:
+            return
+        metrics = stage_metrics(window, prefix=self.prefix, user_series=self.user_series)
+        self.last_metrics[stage] = metrics
+        top = self.top_verdict(window) if self.console and self.publish else None
+        history = self._history.setdefault(stage, [])
+        if len(history) < 2:  # regressions compare with the second epoch, memory with the first
+            history.append(window)
+        if stage == "train":
+            self._train = window
+        if not self.publish:
+            return
+        step = self.step_of(stage) if self.step_of is not None else self._published
+        self._published += 1
+        self.fanout.emit(window, metrics, step)
+        if self.console:
+            text = summary_text(window, metrics, prefix=self.prefix, verdict=top)
+            if stage != "train" and self.is_open is not None and self.is_open("train"):
+                self._held.append(text)  # validation inside a training epoch: said after training's block
+            else:
+                self.say(text)
+                if stage == "train":
+                    self.flush()
+
+    def flush(self) -> None:
+        """Say the blocks held back for training's."""
+        held, self._held = self._held, []
+        for text in held:
+            self.say(text)
+
+    def top_verdict(self, window: StageWindow) -> Verdict | None:
+        """The epoch's first verdict, judged against the stage's first epochs and training's last."""
+        history = tuple(self._history.get(window.stage, ()))
+        case = Case(window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s)
+        verdicts, _ = judge(case)
+        return verdicts[0] if verdicts else None
+
+    def finish(
+        self, run_dir: str | os.PathLike[str] | None, snapshot: Snapshot, *, prefix: str | None = None
+    ) -> Diagnosis | None:
+        """The run ended: its snapshot and ``verdicts.json`` in ``run_dir``; the ranked verdicts said."""
+        self.flush()
+        if run_dir is None or not self.publish:
+            return None
+        RunWriter(run_dir, prefix=prefix or self.prefix).finish(snapshot)
+        diagnosis = write_diagnosis(run_dir)  # ranked over the whole run
+        if diagnosis is not None and self.console:
+            text = ranked_verdicts_text(diagnosis, Path(run_dir))
+            if text:
+                self.say(text)
+        return diagnosis
+
+    def close(self) -> None:
+        """Close every sink (each failure isolated)."""
+        self.flush()
+        self.fanout.close()
+
+
+def ranked_verdicts_text(diagnosis: Diagnosis, run_dir: Path) -> str:
+    """The run's first verdicts, ranked by the share of its time they explain; empty when there are none."""
+    if diagnosis.top is None:
+        return ""
+    ranked = [
+        f"  {i}. {v.run_share:.0%} of the run: {v.line}" for i, v in enumerate(diagnosis.verdicts[:TOP], 1)
+    ]
+    head = "[perfkit] the run's verdicts, ranked by the share of its time they explain:"
+    return "\n".join([head, *ranked, f"  (all of them: perfkit summary {run_dir})"])
