@@ -65,7 +65,8 @@ def test_take_all_keeps_the_order_records_were_made_in() -> None:
     taken = take_all(reg)
     assert taken is not None
     flat, unreadable = taken
-    assert flat.tolist() == [1, 10, 20, 2, 30, 40] and unreadable == 0
+    assert flat.tolist() == [1, 10, 20, 2, 30, 40]
+    assert unreadable == 0
     assert take_all(reg) is None
 
 
