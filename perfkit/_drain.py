@@ -75,7 +75,8 @@ class SeriesTable:
         self.nodes.clear()
 
     def add(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
-        """Append columns of records (oldest first) whose nodes are all of this process's table."""
+        """Append columns of records (oldest first); those of a node not in this process's table are
+        counted instead (``known``)."""
         if not len(nodes):
             return
         top = int(nodes.max())
@@ -88,6 +89,9 @@ class SeriesTable:
             present, ids = np.unique(nodes, return_inverse=True)
             ids = ids.reshape(-1)
             counts = np.bincount(ids)
+        if int(present[0]) <= OVERFLOW or top >= len(NODES.names):  # a full table, or not ours
+            self.add(*known((nodes, starts, durations, errors), self.lost))
+            return
         totals = np.bincount(ids, weights=durations)
         errs = np.bincount(ids, weights=errors) if errors.any() else np.zeros(len(counts))
         groups, group, over = self._admit(present, ids is nodes, counts, totals, errs)

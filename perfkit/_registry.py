@@ -210,13 +210,10 @@ class Registry(RegistryCore):
     def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
         """Append columns of records (oldest first) whose nodes are interned in this process."""
         with self._lock:
-            cols = known((nodes, starts, durations, errors), self._lost)
-            if not len(cols[0]):
-                return
             if self._mail.outbox is not None:
-                self._mail.keep(*cols)
+                self._mail.keep(*known((nodes, starts, durations, errors), self._lost))
             else:
-                self._series.add(*cols)
+                self._series.add(nodes, starts, durations, errors)
 
     # Handing records to another process: a DataLoader worker forwards, the main process receives.
 
