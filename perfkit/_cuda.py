@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ._buffer import DRAIN_AT
 from ._context import NODES, get_cell, new_cell
 from ._gpu_events import torch_events, warn_no_cuda
-from ._registry import DRAIN_AT, Registry, current_registry
+from ._registry import Registry, current_registry
 from ._state import SWITCH
 from .names import gpu_series
 

@@ -7,6 +7,7 @@ max, last value and the time of the peak come from the retained samples.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,6 +116,38 @@ class GaugeRing:
         n = min(count, self.capacity)
         idx = np.arange(self.written - n, self.written) % self.capacity
         return GaugeData(count, self.total - since_total, self._times[idx], self._values[idx])
+
+
+class Gauges:
+    """A registry's gauges by name: at most ``max_series`` of them, each a ``GaugeRing``."""
+
+    __slots__ = ("capacity", "max_series", "rings")
+
+    def __init__(self, capacity: int, max_series: int) -> None:
+        self.capacity = capacity
+        self.max_series = max_series
+        self.rings: dict[str, GaugeRing] = {}
+
+    def add(self, name: str, t_ns: int, value: float) -> bool:
+        """Add a sample; False when ``name`` is new past ``max_series`` (the caller counts the drop)."""
+        ring = self.rings.get(name)
+        if ring is None:
+            if len(self.rings) >= self.max_series:
+                return False
+            ring = self.rings[name] = GaugeRing(self.capacity)
+        ring.add(t_ns, value)
+        return True
+
+    def marks(self) -> dict[str, tuple[int, float]]:
+        """Each gauge's running count and sum (what a cursor remembers)."""
+        return {name: (g.written, g.total) for name, g in self.rings.items()}
+
+
+def check_value(name: str, value: object) -> float:
+    """A gauge sample as a float; bools, NaN and inf are refused, naming the gauge."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"value of gauge {name!r} must be a finite number, got {value!r}")
+    return float(value)
 
 
 def gauge_from_dict(f: Fields, raw: object, where: str) -> GaugeData:

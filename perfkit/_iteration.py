@@ -18,8 +18,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._accel import SPEEDUPS, configure
+from ._buffer import DRAIN_AT, add_record
 from ._context import NODES, get_cell, new_cell
-from ._registry import DRAIN_AT, Registry, add_record, check_registry, current_registry
+from ._registry import Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
 from .names import iter_series, loader_of, turn_series, wait_series

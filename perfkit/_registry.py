@@ -1,67 +1,63 @@
 """The registry: where records go, and where windows of them are read.
 
-Entry points append three ints per record (node, start, end) to one shared
-list, an operation the interpreter performs atomically, so threads record
-without a lock. The list is drained in batches (when it grows past a few
-thousand records, and before every cursor or snapshot): numpy turns a batch
-into columns, groups them by series and appends them to each series' ring.
-That keeps the per-record cost to a tuple append, and bounded memory.
+A ``Registry`` is a small composition, one module per part:
 
-A ``Cursor`` remembers each series' running totals; a snapshot since a cursor
-takes differences, so a window's count and total are exact even when the ring
-overwrote some of its samples.
+* its pending records (``_buffer.py``, shared with the compiled hot path): entry points append
+  three ints per record (node, start, end), atomically, so threads record without a lock;
+* the drain (``_drain.py``), in batches (past ``DRAIN_AT`` pending ints, and before every cursor
+  or snapshot): numpy turns a batch into columns, groups them by series and appends them to
+  each series' ring. That keeps the per-record cost to a tuple append, and bounded memory;
+* its mailbox (``_mailbox.py``): records forwarded by, or received from, DataLoader workers;
+* GPU timings not yet resolved (``_gpu_events.py``) and gauges (``_gauges.py``);
+* windows (``_windows.py``): a ``Cursor`` remembers each series' running totals; a snapshot
+  since a cursor takes differences, so a window's count and total are exact even when the ring
+  overwrote some of its samples.
 
-Nothing a caller hands over can poison the registry: ``record`` refuses a start or
-end that is not an int of nanoseconds, and a drain that meets one anyway (a clock that
-misbehaves mid-run: None, NaN, a number past int64) drops it and counts it, as it does
-for records past ``max_series`` distinct names and for paths past the node table's
+The registry owns the lock (drains, cursors and snapshots take it) and the life cycle: ``reset``,
+and after ``fork()`` a child that starts clean. Nothing a caller hands over can poison it:
+``record`` refuses a start or end that is not an int of nanoseconds, and a drain that meets one
+anyway (a clock that misbehaves mid-run: None, NaN, a number past int64) drops it and counts it,
+as it does for records past ``max_series`` distinct names and for paths past the node table's
 bound (``dropped``).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ._accel import SPEEDUPS, configure
+from ._accel import configure
+from ._buffer import DRAIN_AT, RegistryCore, take_all
 from ._clock import Clock, monotonic_ns
-from ._context import NODES, OVERFLOW, get_cell, new_cell
-from ._gauges import GaugeRing
+from ._context import NODES, get_cell, new_cell
+from ._drain import SeriesTable, columns, known
+from ._gauges import Gauges, check_value
 from ._gpu_events import EventFactory, PendingGpu
-from ._ring import I64, Bools, Ring
+from ._mailbox import OUTBOX_MAX, Mailbox
+from ._ring import I64, Bools
 from ._snapshot import Snapshot
-from ._transfer import OUTBOX_MAX, Mailbox, RecordBatch, unpack
-from ._validate import TIME_LIMIT, check_int, check_name, check_time, name_prefix, salvage
+from ._transfer import RecordBatch
+from ._validate import check_int, check_name, check_time, name_prefix
 from ._windows import (
     INVALID,
-    NODES_FULL,
     OVER_CAP,
     Losses,
     ThreadTable,
     gauge_windows,
     node_windows,
-    series_window,
+    series_windows,
 )
 from ._windows import Cursor as Cursor
-from .names import is_stage_series
 
-DRAIN_AT = 3 * 4096
-"""Pending ints (three per record) that trigger a drain on the recording thread."""
 MAX_CAPACITY = 10_000_000
 """Largest ``capacity``: a full ring of one series then holds 250 MB."""
 MAX_SERIES = 1_000_000
 """Largest ``max_series``."""
-STAGE_ROOM = 1000
-"""Series of perfkit's own (``STAGE.step``, ``LOADER.data.wait``) admitted past ``max_series``."""
 
 
 _ALL: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -69,38 +65,7 @@ _BY_ID: weakref.WeakValueDictionary[int, Registry] = weakref.WeakValueDictionary
 _IDS = itertools.count(1)
 
 
-class _PyRegistryCore:
-    """What every record touches: the pending records and the clock (in C where it is built, which
-    also keeps its own entry points' records, packed)."""
-
-    __slots__ = ("_buf", "clock")
-
-    _buf: list[int]
-    clock: Clock
-
-    def _take_pending(self) -> tuple[list[int], bytes, bytes]:
-        """Every pending record, taken at one instant: the listed ints; the packed records (int64
-        node, start, end) and their marks (int64 packed index, records listed from then on): none on
-        this path."""
-        buf = self._buf
-        n = len(buf) - len(buf) % 3
-        listed = buf[:n]
-        del buf[:n]  # exactly those: appends racing with us land after them
-        return listed, b"", b""
-
-    @property
-    def pending(self) -> int:
-        """Records made and not yet drained."""
-        return len(self._buf) // 3
-
-
-if TYPE_CHECKING:
-    _RegistryCore = _PyRegistryCore
-else:
-    _RegistryCore = _PyRegistryCore if SPEEDUPS is None else SPEEDUPS.RegistryCore
-
-
-class Registry(_RegistryCore):
+class Registry(RegistryCore):
     """Bounded, thread-safe store of timing records.
 
     Each series (a name) keeps its newest ``capacity`` records (at most ``MAX_CAPACITY``) in a
@@ -126,9 +91,8 @@ class Registry(_RegistryCore):
         "_lock",
         "_lost",
         "_mail",
-        "_nodes",
         "_pid",
-        "_rings",
+        "_series",
         "_start_ns",
         "capacity",
         "gpu_events",
@@ -154,23 +118,27 @@ class Registry(_RegistryCore):
         self.clock = clock or monotonic_ns
         self.gpu_events = gpu_events
         """Makes the events of ``cuda=True`` sections; None means torch.cuda's when CUDA is available."""
-        self._gpu = PendingGpu()
         self._buf = []
-        self._lock = threading.RLock()
-        self._rings: dict[str, Ring] = {}
-        self._nodes: dict[int, list[int]] = {}
-        self._gauges: dict[str, GaugeRing] = {}
-        self._lost = Losses(self.max_series)
         self._generation = 0
         self._id = next(_IDS)
         self._pid = os.getpid()
-        self._start_ns = self.clock()
-        self._mail = Mailbox()
+        self._start_fresh()
         _ALL.add(self)
         _BY_ID[self._id] = self
 
+    def _start_fresh(self) -> None:
+        """Empty parts, a new lock: at construction, and in a forked child (whose parent's records are
+        the parent's to report, and whose lock a parent thread may have held)."""
+        self._lock = threading.RLock()
+        self._lost = Losses(self.max_series)
+        self._series = SeriesTable(self.capacity, self.max_series, self._lost)
+        self._gauges = Gauges(self.capacity, self.max_series)
+        self._mail = Mailbox()
+        self._gpu = PendingGpu()
+        self._start_ns = self.clock()
+
     def __repr__(self) -> str:
-        return f"Registry(capacity={self.capacity}, series={len(self._rings)})"
+        return f"Registry(capacity={self.capacity}, series={len(self._series.rings)})"
 
     @property
     def key(self) -> tuple[int, int]:
@@ -207,16 +175,10 @@ class Registry(_RegistryCore):
         """
         check_name(name)
         t = self.clock() if t_ns is None else check_time(t_ns, "t_ns")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"value of gauge {name!r} must be a finite number, got {value!r}")
+        sample = check_value(name, value)
         with self._lock:
-            ring = self._gauges.get(name)
-            if ring is None:
-                if len(self._gauges) >= self.max_series:
-                    self._lost.add(OVER_CAP + name_prefix(name), 1, name)
-                    return
-                ring = self._gauges[name] = GaugeRing(self.capacity)
-            ring.add(t, float(value))
+            if not self._gauges.add(name, t, sample):
+                self._lost.add(OVER_CAP + name_prefix(name), 1, name)
 
     def drain(self) -> None:
         """Move pending records into the rings (done for you before every cursor and snapshot)."""
@@ -225,67 +187,17 @@ class Registry(_RegistryCore):
     def _drain(self, *, wait_gpu: bool) -> None:
         with self._lock:
             if self._mail.inbox:
-                self._receive()
+                self._mail.deliver(self.ingest, self._lost)
             if self._gpu.items:
                 self._buf += self._gpu.resolve(wait=wait_gpu)
-            listed, packed, marks = self._take_pending()
-            if not listed and not packed:
+            batch = take_all(self)
+            if batch is None:
                 return
-            # A value numpy cannot read (None, a str, 2**64) sends the batch down the slow path.
-            try:
-                flat = np.fromiter(listed, dtype=np.int64, count=len(listed))
-            except (TypeError, ValueError, OverflowError):
-                good, bad = salvage(listed)
-                flat = np.array(good, dtype=np.int64)
-                self._lost.add(INVALID, bad)
-            if packed:
-                flat = _merged(
-                    flat, np.frombuffer(packed, dtype=np.int64), np.frombuffer(marks, dtype=np.int64)
-                )
-            arr = flat.reshape(-1, 3)
-            raw = arr[:, 0]
-            errors = raw < 0
-            nodes = np.where(errors, ~raw, raw) if errors.any() else raw
-            starts, ends = arr[:, 1], arr[:, 2]
-            if len(arr) and (int(flat.min()) < -TIME_LIMIT or int(flat.max()) > TIME_LIMIT):
-                keep = self._valid_times(starts, ends)
-                nodes, starts, ends, errors = nodes[keep], starts[keep], ends[keep], errors[keep]
+            flat, unreadable = batch
+            self._lost.add(INVALID, unreadable)
+            nodes, starts, durations, errors = columns(flat, self._lost)
             if len(nodes):
-                self.ingest(nodes, starts, np.maximum(ends - starts, 0), errors)
-
-    def _valid_times(self, starts: I64, ends: I64) -> Bools:
-        """Which records have a start and end within ``TIME_LIMIT``; the others are counted."""
-        keep: Bools = (
-            (starts >= -TIME_LIMIT) & (starts <= TIME_LIMIT) & (ends >= -TIME_LIMIT) & (ends <= TIME_LIMIT)
-        )
-        self._lost.add(INVALID, len(keep) - int(np.count_nonzero(keep)))
-        return keep
-
-    def _known_nodes(self, nodes: I64) -> Bools:
-        """Which records have a node of this process's table; ``OVERFLOW`` and the rest are counted."""
-        known: Bools = (nodes > OVERFLOW) & (nodes < len(NODES.names))
-        full = int(np.count_nonzero(nodes == OVERFLOW))
-        self._lost.add(NODES_FULL, full)
-        self._lost.add(INVALID, len(nodes) - int(np.count_nonzero(known)) - full)
-        return known
-
-    def _receive(self) -> None:
-        before = self._mail.dropped_in
-        for batch in self._mail.received():
-            try:
-                nodes = unpack(batch)
-            except ValueError as exc:  # a batch that does not hold together: none of it enters
-                self._lost.add(INVALID, len(batch.nodes), f"a worker's batch: {exc}")
-                continue
-            if len(nodes):
-                self.ingest(nodes, batch.starts, batch.durations, batch.errors)
-        if self._mail.dropped_in > before:
-            self._lost.said(
-                "transfer",
-                f"perfkit: DataLoader workers dropped {self._mail.dropped_in - before:,} records they could "
-                f"not hand over (more than {OUTBOX_MAX:,} per batch); counted in "
-                "snapshot.dropped_in_transfer and the report (said once)",
-            )
+                self.ingest(nodes, starts, durations, errors)
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -298,71 +210,10 @@ class Registry(_RegistryCore):
     def ingest(self, nodes: I64, starts: I64, durations: I64, errors: Bools) -> None:
         """Append columns of records (oldest first) whose nodes are interned in this process."""
         with self._lock:
-            if not len(nodes):
-                return
-            top = int(nodes.max())
-            # bincount sizes its output by the largest node: past a few per record, count the
-            # distinct nodes instead, so the cost per record does not grow with the node table.
-            if top <= 4 * len(nodes) + 4096:
-                counts = np.bincount(nodes)
-                present, ids = np.flatnonzero(counts), nodes
-            else:
-                present, ids = np.unique(nodes, return_inverse=True)
-                ids = ids.reshape(-1)
-                counts = np.bincount(ids)
-            if int(present[0]) <= OVERFLOW or top >= len(NODES.names):  # a full table, or not ours
-                keep = self._known_nodes(nodes)
-                if keep.any():
-                    self.ingest(nodes[keep], starts[keep], durations[keep], errors[keep])
-                return
             if self._mail.outbox is not None:
-                self._mail.keep(nodes, starts, durations, errors)
-                return
-            totals = np.bincount(ids, weights=durations)
-            errs = np.bincount(ids, weights=errors) if errors.any() else np.zeros(len(counts))
-            names = NODES.names
-            rings = self._rings
-            group_of_name: dict[str, int] = {}
-            group = np.zeros(len(counts), dtype=np.int64)
-            over: list[int] = []
-            for k, node in enumerate(present.tolist()):
-                i = node if ids is nodes else k
-                name = names[node]
-                if name not in rings and len(rings) >= self.max_series and not self._reserved(name):
-                    over.append(i)
-                    self._lost.add(OVER_CAP + name_prefix(name), int(counts[i]), name)
-                    continue
-                mark = self._nodes.setdefault(node, [0, 0, 0])
-                mark[0] += int(counts[i])
-                mark[1] += round(totals[i])
-                mark[2] += round(errs[i])
-                group[i] = group_of_name.setdefault(name, len(group_of_name))
-                if name not in rings:
-                    rings[name] = Ring(self.capacity)
-            if over:
-                keep = ~np.isin(ids, over)
-                nodes, starts, durations, errors, ids = (
-                    nodes[keep],
-                    starts[keep],
-                    durations[keep],
-                    errors[keep],
-                    ids[keep],
-                )
-            if len(group_of_name) == 1:
-                (name,) = group_of_name
-                rings[name].extend(starts, durations, nodes, errors)
-                return
-            per_record = group[ids]
-            order = np.argsort(per_record, kind="stable")
-            bounds = np.searchsorted(per_record[order], np.arange(len(group_of_name) + 1))
-            for name, g in group_of_name.items():
-                idx = order[bounds[g] : bounds[g + 1]]
-                rings[name].extend(starts[idx], durations[idx], nodes[idx], errors[idx])
-
-    def _reserved(self, name: str) -> bool:
-        """perfkit's own stage and loader series stay admitted past ``max_series`` (up to
-        ``STAGE_ROOM`` more), so a program's own names can never take a monitor's step times."""
-        return len(self._rings) < self.max_series + STAGE_ROOM and is_stage_series(name)
+                self._mail.keep(*known((nodes, starts, durations, errors), self._lost))
+            else:
+                self._series.add(nodes, starts, durations, errors)
 
     # Handing records to another process: a DataLoader worker forwards, the main process receives.
 
@@ -398,9 +249,9 @@ class Registry(_RegistryCore):
                 t_ns=self.clock(),
                 registry_id=self._id,
                 generation=self._generation,
-                series={name: ring.marks() for name, ring in self._rings.items()},
-                nodes={node: (m[0], m[1], m[2]) for node, m in self._nodes.items()},
-                gauges={name: (g.written, g.total) for name, g in self._gauges.items()},
+                series={name: ring.marks() for name, ring in self._series.rings.items()},
+                nodes={node: (m[0], m[1], m[2]) for node, m in self._series.nodes.items()},
+                gauges=self._gauges.marks(),
                 dropped_in_transfer=self.dropped_in_transfer,
                 dropped=dict(self._lost.counts),
             )
@@ -418,18 +269,14 @@ class Registry(_RegistryCore):
                 since = None
             end_ns = self.clock()
             threads = ThreadTable()
-            series = {}
-            for name, ring in self._rings.items():
-                data = series_window(ring, since.series.get(name) if since else None, threads)
-                if data is not None:
-                    series[name] = data
-            tree, per_thread = node_windows(self._nodes, since, threads)
+            series = series_windows(self._series.rings, since, threads)
+            tree, per_thread = node_windows(self._series.nodes, since, threads)
             return Snapshot(
                 series,
                 tree=tree,
                 threads=threads.infos,
                 thread_totals=per_thread,
-                gauges=gauge_windows(self._gauges, since),
+                gauges=gauge_windows(self._gauges.rings, since),
                 start_ns=since.t_ns if since else self._start_ns,
                 end_ns=end_ns,
                 dropped_in_transfer=self.dropped_in_transfer - (since.dropped_in_transfer if since else 0),
@@ -440,25 +287,17 @@ class Registry(_RegistryCore):
         """Forget every record; cursors taken before now cover everything after the reset."""
         with self._lock:
             self.drain()
-            self._rings.clear()
-            self._nodes.clear()
-            self._gauges.clear()
+            self._series.clear()
+            self._gauges.rings.clear()
             self._lost.counts.clear()
             self._generation += 1
             self._start_ns = self.clock()
 
     def _after_fork(self) -> None:
         # The child starts clean: the parent's records are the parent's to report.
-        self._lock = threading.RLock()
-        self._lost = Losses(self.max_series)
         self._take_pending()
-        self._mail = Mailbox()
-        self._gpu = PendingGpu()
-        self._rings.clear()
-        self._nodes.clear()
-        self._gauges.clear()
+        self._start_fresh()
         self._generation += 1
-        self._start_ns = self.clock()
 
 
 def check_registry(registry: object) -> Registry | None:
@@ -466,30 +305,6 @@ def check_registry(registry: object) -> Registry | None:
     if registry is not None and not isinstance(registry, Registry):
         raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
     return registry
-
-
-def _merged(listed: I64, packed: I64, marks: I64) -> I64:
-    """The records of both paths in the order they were made. A mark (packed index, listed count)
-    says that the packed records from that index on were made after that many listed ones; packed
-    records before the first mark came before every listed one. (After a salvage dropped listed
-    records with times that were not ints, the places are approximate.)"""
-    if not len(marks):
-        first: I64 = np.concatenate((packed, listed))
-        return first
-    rows, made = listed.reshape(-1, 3), packed.reshape(-1, 3)
-    starts, counts = marks[0::2], marks[1::2]
-    k = np.searchsorted(starts, np.arange(len(made)), side="right") - 1
-    at = np.minimum(np.where(k >= 0, counts[np.maximum(k, 0)], 0), len(rows))
-    flat: I64 = np.insert(rows, at, made, axis=0).reshape(-1)
-    return flat
-
-
-def add_record(reg: Registry, node: int, t0: int, t1: int, *, failed: bool) -> None:
-    """Append one record for an interned ``node``: what entry points do off their inlined hot path."""
-    buf = reg._buf
-    buf += (~node if failed else node, t0, t1)
-    if len(buf) > DRAIN_AT:
-        reg.drain()
 
 
 def _after_fork_in_child() -> None:
@@ -502,7 +317,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 DEFAULT = Registry()
 _CURRENT: ContextVar[Registry] = ContextVar("perfkit_registry", default=DEFAULT)
 current_registry = _CURRENT.get
-configure(registry_var=_CURRENT, drain_at=DRAIN_AT, perf_counter=monotonic_ns)
+configure(registry_var=_CURRENT, drain_at=DRAIN_AT, perf_counter=monotonic_ns)  # _buffer.CONFIGURED
 
 
 def registry_by_key(key: tuple[int, int]) -> Registry | None:

@@ -24,9 +24,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from ._accel import SPEEDUPS, configure
+from ._buffer import DRAIN_AT
 from ._context import _CELLS, NODES, RUNNING_TASKS, get_cell, new_cell, own_cell
 from ._gpu_events import torch_events, warn_no_cuda
-from ._registry import DRAIN_AT, Registry, check_registry, current_registry
+from ._registry import Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._timing import _decorate
 from ._validate import check_name

@@ -18,6 +18,10 @@
  * takes both in one call and puts every packed record back among the listed ones where it was
  * made. So the records reach the rings in the order they were made, as on the Python path alone.
  * The drain is called past DRAIN_AT pending ints, after a call that raised too.
+ *
+ * What this file shares with the Python code of the registry (the attributes of RegistryCore, the
+ * record layout, the marks, the method called to drain, DRAIN_AT, who owns the lock) is written
+ * once, in perfkit/_buffer.py; tests/test_buffer.py checks the names here against it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -156,7 +160,7 @@ static inline int no_tracer(void) {
 
 /* ---------------------------------------------------------------- RegistryCore */
 
-/* The fields of a Registry that every record touches. `_buf` is always a list and `clock` always
+/* The fields of a Registry that every record touches (the contract: perfkit/_buffer.py). `_buf` is always a list and `clock` always
  * a callable once set: neither can be deleted, so a record never finds them missing. */
 typedef struct {
     PyObject_HEAD

@@ -21,9 +21,10 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._accel import SPEEDUPS
+from ._buffer import DRAIN_AT, add_record
 from ._context import CELL, NODES, get_cell, new_cell, owner
 from ._cuda import wrap_cuda_function
-from ._registry import DRAIN_AT, Registry, add_record, check_registry, current_registry
+from ._registry import Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
 

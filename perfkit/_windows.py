@@ -89,6 +89,18 @@ def series_window(ring: Ring, marks: Marks | None, threads: ThreadTable) -> Seri
     )
 
 
+def series_windows(
+    rings: dict[str, Ring], since: Cursor | None, threads: ThreadTable
+) -> dict[str, SeriesData]:
+    """Every series with records in the window since ``since`` (or since the start)."""
+    out = {}
+    for name, ring in rings.items():
+        data = series_window(ring, since.series.get(name) if since else None, threads)
+        if data is not None:
+            out[name] = data
+    return out
+
+
 INVALID = "invalid records"
 NODES_FULL = "node table full"
 OVER_CAP = "past max_series: "

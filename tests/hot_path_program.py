@@ -17,7 +17,7 @@ from typing import Any
 import perfkit
 import perfkit._context
 from perfkit._accel import HOT_PATH
-from perfkit._registry import DRAIN_AT
+from perfkit._buffer import DRAIN_AT
 from perfkit._state import set_tracer
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import perfkit
 from perfkit import PerfkitWarning, Registry
-from perfkit._registry import DRAIN_AT
+from perfkit._buffer import DRAIN_AT
 from tests.conftest import FakeClock
 
 

@@ -110,7 +110,7 @@ def test_memory_is_set_by_capacity_not_by_the_number_of_records(clock: FakeClock
     reg = Registry(capacity=100, clock=clock)
     record_n(reg, clock, "step", [1] * 5_000)
     reg.drain()
-    ring = reg._rings["step"]
+    ring = reg._series.rings["step"]
     assert ring.retained_since(0).durations_ns.shape == (100,)
     assert len(reg._buf) == 0
 

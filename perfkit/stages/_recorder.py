@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._buffer import add_record
 from .._context import NODES, get_cell, new_cell
-from .._registry import Registry, add_record, check_registry, current_registry
+from .._registry import Registry, check_registry, current_registry
 from .._snapshot import Snapshot
 from .._validate import check_int
 from .._warn import WarnOnce

@@ -43,7 +43,7 @@ def test_records_workers_dropped_are_in_the_report_and_the_summary(tmp_path: Pat
     from torch.utils.data import DataLoader
 
     import perfkit.torch as ptorch
-    from perfkit._transfer import OUTBOX_MAX
+    from perfkit._mailbox import OUTBOX_MAX
 
     reg = perfkit.Registry()
     run = RunWriter(tmp_path / "run")
