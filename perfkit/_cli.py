@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from .names import OLD_RUN_DIR_NAMES, RUN_DIR_NAME
+
 if TYPE_CHECKING:
     from .run import RunData
 
@@ -196,14 +198,18 @@ def readable_run(path: str, *, job: str | None = None) -> RunData:
 
 
 def find_run_dir(path: str) -> Path:
-    """``path`` itself, or its ``perfkit/`` folder when ``path`` is a logger's version directory.
+    """``path`` itself, or its ``perfkit-run/`` folder (``perfkit/`` before 0.2) when ``path`` is a
+    logger's version directory or a Trainer's output directory.
 
     >>> find_run_dir("no/such/dir")
     PosixPath('no/such/dir')
     """
     given = Path(path)
-    if not (given / "windows.jsonl").exists() and (given / "perfkit" / "windows.jsonl").exists():
-        return given / "perfkit"
+    if (given / "windows.jsonl").exists():
+        return given
+    for name in (RUN_DIR_NAME, *OLD_RUN_DIR_NAMES):
+        if (given / name / "windows.jsonl").exists():
+            return given / name
     return given
 
 

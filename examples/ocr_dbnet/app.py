@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import perfkit
 from perfkit.findings import diagnose
+from perfkit.names import RUN_DIR_NAME
 from perfkit.reports import format_seconds, write_html_report
 from perfkit.run import RunData, read_run
 
@@ -54,7 +55,7 @@ def run(cfg: DictConfig) -> Path:
     if not perfkit.is_enabled():  # PERFKIT_DISABLED=1: the same run, with nothing recorded to read
         log.info("[demo] perfkit is disabled: the run recorded nothing, so there is nothing to summarise")
         return out
-    run_dir = Path(logger.log_dir) / "perfkit"
+    run_dir = Path(logger.log_dir) / RUN_DIR_NAME
     if not run_dir.is_dir():  # callbacks=performance_profiler (the seeds' line): no PerfMonitor, no run
         log.info(
             "[demo] no perfkit run directory (PerfMonitor is not among the callbacks): nothing to summarise"

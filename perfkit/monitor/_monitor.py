@@ -10,7 +10,6 @@ publishing process (rank 0) sends and says; every rank keeps the metrics.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -107,25 +106,19 @@ class StageMonitor(StageListener):
         verdicts, _ = judge(case)
         return verdicts[0] if verdicts else None
 
-    def finish(
-        self, run_dir: str | os.PathLike[str] | None, snapshot: Snapshot, *, prefix: str | None = None
-    ) -> Diagnosis | None:
-        """The run ended: its snapshot and ``verdicts.json`` in ``run_dir``; the ranked verdicts said."""
+    def finish(self, writer: RunWriter | None, snapshot: Snapshot) -> Diagnosis | None:
+        """The run ended: its snapshot and ``verdicts.json`` (of this job) in ``writer``'s run
+        directory, and the ranked verdicts said. Nothing is written without a writer, or off rank 0."""
         self.flush()
-        if run_dir is None or not self.publish:
+        if writer is None or not self.publish:
             return None
-        RunWriter(run_dir, prefix=prefix or self.prefix).finish(snapshot)
-        diagnosis = write_diagnosis(run_dir)  # ranked over the whole run
+        writer.finish(snapshot)
+        diagnosis = write_diagnosis(writer.path, job=writer.job)  # ranked over the whole run
         if diagnosis is not None and self.console:
-            text = ranked_verdicts_text(diagnosis, Path(run_dir))
+            text = ranked_verdicts_text(diagnosis, writer.path)
             if text:
                 self.say(text)
         return diagnosis
-
-    def close(self) -> None:
-        """Close every sink (each failure isolated)."""
-        self.flush()
-        self.fanout.close()
 
 
 def ranked_verdicts_text(diagnosis: Diagnosis, run_dir: Path) -> str:

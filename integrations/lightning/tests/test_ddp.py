@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import perfkit
+from perfkit.names import RUN_DIR_NAME
 from perfkit.trace import analyze_trace
 
 from .jobs import run_job
@@ -49,7 +50,7 @@ def test_the_slowest_rank_and_the_spread_of_mean_step_time(ddp_run: Path) -> Non
 
 
 def test_percentiles_are_over_the_union_of_both_ranks_samples(ddp_run: Path) -> None:
-    run_dir = ddp_run / "ddp" / "version_0" / "perfkit"
+    run_dir = ddp_run / "ddp" / "version_0" / RUN_DIR_NAME
     lines = [json.loads(x) for x in (run_dir / "windows.jsonl").read_text().splitlines()]
     train = next(x for x in lines if x["stage"] == "train")
     snap = perfkit.Snapshot.from_json((run_dir / train["snapshot"]).read_text())

@@ -14,6 +14,7 @@ from lightning.pytorch.loggers import CSVLogger
 from perfkit_lightning import PerfMonitor
 
 import perfkit
+from perfkit.names import RUN_DIR_NAME
 
 from .tiny import BrokenLogger, EmptyVal, Tiny, said, trainer
 
@@ -110,7 +111,7 @@ def test_the_sanity_check_is_left_out(fit: Fit) -> None:
 
 
 def test_the_run_directory_holds_every_window_and_the_slowest_steps(fit: Fit) -> None:
-    run = fit.root / "csv" / "version_0" / "perfkit"
+    run = fit.root / "csv" / "version_0" / RUN_DIR_NAME
     lines = [json.loads(x) for x in (run / "windows.jsonl").read_text().splitlines()]
     # trainer.test and trainer.predict after the fit are their first runs, not "epoch 2"
     assert [(x["stage"], x["epoch"]) for x in lines] == [
@@ -263,7 +264,14 @@ def test_phases_is_the_old_name_of_stages_and_still_works_with_a_future_warning(
         assert perfkit_lightning.PHASES == perfkit_lightning.STAGES == ("train", "val", "test", "predict")
 
 
-def test_with_the_progress_bar_on_no_line_is_spliced_into_the_bar(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("bar", "shown"),
+    [("TQDMProgressBar", "Epoch 1: 100%"), ("RichProgressBar", "Epoch 1/1")],
+    ids=["tqdm", "rich"],  # Lightning's default is Rich where rich is installed (transformers brings it)
+)
+def test_with_the_progress_bar_on_no_line_is_spliced_into_the_bar(
+    tmp_path: Path, bar: str, shown: str
+) -> None:
     """stdout and stderr as one terminal sees them: every perfkit line starts its own line."""
     import re
     import subprocess
@@ -272,10 +280,12 @@ def test_with_the_progress_bar_on_no_line_is_spliced_into_the_bar(tmp_path: Path
     script = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
+from lightning.pytorch.callbacks import {bar}
 from perfkit_lightning import PerfMonitor
 from tiny import Tiny, trainer
 monitor = PerfMonitor(console=True, sample_resources=False, save_run=False)
-trainer({str(tmp_path)!r}, [monitor], logger=False, max_epochs=2, enable_progress_bar=True).fit(Tiny())
+callbacks = [monitor, {bar}()]
+trainer({str(tmp_path)!r}, callbacks, logger=False, max_epochs=2, enable_progress_bar=True).fit(Tiny())
 """
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -289,7 +299,7 @@ trainer({str(tmp_path)!r}, [monitor], logger=False, max_epochs=2, enable_progres
     ours = [p for p in pieces if "[perfkit]" in p]
     assert len(ours) == 4  # train and val, two epochs
     assert [p for p in ours if not p.startswith("[perfkit]")] == []
-    assert "Epoch 1: 100%" in done.stdout  # the bar was there
+    assert shown in done.stdout  # the bar was there
 
 
 def test_validate_and_test_after_a_fit_keep_their_windows_their_numbers_and_the_reference(

@@ -15,6 +15,7 @@ from lightning.pytorch.loggers import CSVLogger
 from perfkit_lightning import PerfMonitor, PerformanceProfilerCallback, ThroughputMonitorCallback
 
 import perfkit
+from perfkit.names import RUN_DIR_NAME
 
 from .tiny import Tiny, trainer
 
@@ -44,7 +45,7 @@ def test_the_monitor_and_both_presets_count_each_step_once(tmp_path: Path, order
     assert values(table, "batches_per_second") == pytest.approx([8 / s for s in epoch_s])
     assert values(table, "perf/train/batches_per_s") == pytest.approx([8 / s for s in epoch_s])
     assert values(table, "samples_per_second") == pytest.approx([32 / s for s in epoch_s])
-    run = Path(logger.log_dir) / "perfkit"
+    run = Path(logger.log_dir) / RUN_DIR_NAME
     lines = [json.loads(x) for x in (run / "windows.jsonl").read_text().splitlines()]
     assert [(x["stage"], x["epoch"]) for x in lines] == [("val", 0), ("train", 0), ("val", 1), ("train", 1)]
     for line in lines:
@@ -97,7 +98,7 @@ print("log dir:", logger.log_dir)
     header = (log_dir / "metrics.csv").read_text().splitlines()[0]
     assert "perf/" not in header
     assert "performance/" not in header
-    assert not (log_dir / "perfkit").exists()
+    assert not (log_dir / RUN_DIR_NAME).exists()
     output = done.stdout + done.stderr
     assert not any(tag in output for tag in ("[perfkit]", "[Performance]", "[Profiler]"))
     assert output.count("perfkit is disabled") == 1  # one line says so

@@ -269,9 +269,7 @@ class PerfkitCallback(TrainerCallback):
     ) -> None:
         self._end("train")  # a run stopped by max_steps mid-epoch
         if self.monitor is not None:
-            self.monitor.finish(
-                self.run_path(args) if self._writer is not None else None, self.registry.snapshot()
-            )
+            self.monitor.finish(self._writer, self.registry.snapshot())
         if self._sampler is not None:
             release(self._sampler)
             self._sampler, self.recorder.sampler = None, None

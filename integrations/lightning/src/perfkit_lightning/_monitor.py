@@ -18,12 +18,11 @@ from lightning.pytorch import LightningModule, Trainer
 
 import perfkit
 from perfkit.checks import check_int, check_number
-from perfkit.findings import Case, Verdict, judge, write_diagnosis
-from perfkit.names import STAGES
-from perfkit.reports import summary_text
+from perfkit.monitor import StageMonitor
+from perfkit.names import RUN_DIR_NAME, STAGES
 from perfkit.resources import MAX_INTERVAL_S
-from perfkit.sinks import Sink, SinkFanout, check_sinks
-from perfkit.stages import StageWindow, check_stages, cores_for_workers, stage_metrics
+from perfkit.sinks import Sink, check_sinks
+from perfkit.stages import StageWindow, check_stages
 
 from ._attach import attach_report
 from ._base import PerfkitCallback, stages_or_phases
@@ -100,13 +99,13 @@ class PerfMonitor(PerfkitCallback):
         self.registry = registry
         self.sinks = check_sinks(sinks)
         self.attach_report = bool(attach_report)
-        self.last_metrics: dict[str, dict[str, float]] = {}
+        self._monitor: StageMonitor | None = None
+        self._last_metrics: dict[str, dict[str, float]] = {}
+
+    @property
+    def last_metrics(self) -> dict[str, dict[str, float]]:
         """The last metrics of each stage (merged over ranks, on every rank)."""
-        self._fanout: SinkFanout | None = None
-        self._trainer: Trainer | None = None
-        self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
-        self._train: StageWindow | None = None
-        self._held: list[str] = []  # console blocks of stages run inside training, said after its own
+        return self._monitor.last_metrics if self._monitor is not None else self._last_metrics
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -124,75 +123,47 @@ class PerfMonitor(PerfkitCallback):
     # ---- the driver -------------------------------------------------------------------------
 
     def joined(self, trainer: Trainer, pl_module: LightningModule, driver: Driver) -> None:
-        self._trainer = trainer
         sinks: list[Sink] = [*driver.logger_sinks()]
         if self.save_run and trainer.is_global_zero:
             sinks.append(driver.writer(self.run_path(driver), self.prefix))
-        self._fanout = SinkFanout([*sinks, *self.sinks])
+        self._monitor = StageMonitor(
+            say=say,
+            stages=self.stages,
+            sinks=[*sinks, *self.sinks],
+            prefix=self.prefix,
+            user_series=self.user_series,
+            console=bool(self.console),
+            publish=trainer.is_global_zero,
+            step_of=lambda stage: log_step(trainer, stage),
+            is_open=driver.recorder.is_open,
+        )
 
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
-        if not failed and self.save_run and trainer.is_global_zero:
-            path = self.run_path(driver)
-            writer = driver.writer(path, self.prefix)
-            writer.finish(driver.registry.snapshot())
-            diagnosis = write_diagnosis(path, job=writer.job)  # verdicts.json, ranked over this job
-            if diagnosis is not None and diagnosis.top is not None and self.console:
-                ranked = [
-                    f"  {i}. {v.run_share:.0%} of the run: {v.line}"
-                    for i, v in enumerate(diagnosis.verdicts[:3], 1)
-                ]
-                head = "[perfkit] the run's verdicts, ranked by the share of its time they explain:"
-                say("\n".join([head, *ranked, f"  (all of them: perfkit summary {path})"]))
-            if self.attach_report:
-                attach_report(trainer, path)
-        self._flush()
+        monitor = self._monitor
+        if monitor is not None:
+            if not failed and self.save_run:
+                path = self.run_path(driver)
+                monitor.finish(
+                    driver.writer(path, self.prefix) if trainer.is_global_zero else None,
+                    driver.registry.snapshot(),
+                )
+                if self.attach_report and trainer.is_global_zero:
+                    attach_report(trainer, path)
+            monitor.flush()
+            self._last_metrics = monitor.last_metrics
         for sink in self.sinks:
             _close(sink)
-        self._fanout = None
-        self._trainer = None
+        self._monitor = None
 
     def run_path(self, driver: Driver) -> Path:
-        """Where the run directory is: ``run_dir``, else ``LOG_DIR/perfkit``."""
-        return Path(self.run_dir) if self.run_dir is not None else driver.log_dir / "perfkit"
+        """Where the run directory is: ``run_dir``, else ``LOG_DIR/perfkit-run``."""
+        return Path(self.run_dir) if self.run_dir is not None else driver.log_dir / RUN_DIR_NAME
 
     # ---- windows ------------------------------------------------------------------------------
 
     def stage_ended(self, window: StageWindow) -> None:
-        stage = window.stage
-        if stage != "sanity" and stage not in self.stages:
-            return
-        metrics = stage_metrics(window, prefix=self.prefix, user_series=self.user_series)
-        self.last_metrics[stage] = metrics
-        trainer = self._trainer
-        top = self._top_verdict(window) if self.console else None
-        history = self._history.setdefault(stage, [])
-        if len(history) < 2:  # regressions compare with the second epoch, memory with the first
-            history.append(window)
-        if stage == "train":
-            self._train = window
-        if trainer is None or not trainer.is_global_zero:
-            return
-        if self._fanout is not None:
-            self._fanout.emit(window, metrics, log_step(trainer, stage))
-        if self.console:
-            text = summary_text(window, metrics, prefix=self.prefix, verdict=top)
-            if stage != "train" and self._driver is not None and self._driver.recorder.is_open("train"):
-                self._held.append(text)  # validation inside a training epoch: said after training's block
-            else:
-                say(text)
-                if stage == "train":
-                    self._flush()
-
-    def _flush(self) -> None:
-        held, self._held = self._held, []
-        for text in held:
-            say(text)
-
-    def _top_verdict(self, window: StageWindow) -> Verdict | None:
-        history = tuple(self._history.get(window.stage, ()))
-        case = Case(window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s)
-        verdicts, _ = judge(case)
-        return verdicts[0] if verdicts else None
+        if self._monitor is not None:
+            self._monitor.stage_ended(window)
 
 
 def _close(sink: Sink) -> None:

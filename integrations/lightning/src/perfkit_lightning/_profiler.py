@@ -17,6 +17,7 @@ from pathlib import Path
 from lightning.pytorch import LightningModule, Trainer
 
 from perfkit.checks import check_int
+from perfkit.names import RUN_DIR_NAME
 from perfkit.sinks import SinkFanout
 from perfkit.stages import StageWindow, check_stages, metric_key
 from perfkit.torch import ProfilerWindows, world_size
@@ -103,7 +104,7 @@ class ProfilerCallback(PerfkitCallback):
         self._trainer: Trainer | None = None
         self._driver_ref: Driver | None = None
         self._seen: set[tuple[str, int]] = set()
-        self._run = Path("perfkit")
+        self._run = Path(RUN_DIR_NAME)
 
     @property
     def profile_epochs(self) -> frozenset[int] | None:
@@ -119,7 +120,7 @@ class ProfilerCallback(PerfkitCallback):
 
     def joined(self, trainer: Trainer, pl_module: LightningModule, driver: Driver) -> None:
         self._trainer, self._driver_ref = trainer, driver
-        run = Path(self.run_dir) if self.run_dir is not None else driver.log_dir / "perfkit"
+        run = Path(self.run_dir) if self.run_dir is not None else driver.log_dir / RUN_DIR_NAME
         self.windows.output_dir = Path(self.output_dir) if self.output_dir is not None else run / "traces"
         self.windows.configure(module=pl_module, rank=trainer.global_rank, world=world_size())
         self._run = run
