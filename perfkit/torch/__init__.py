@@ -9,7 +9,8 @@
 
 ``instrument`` brings the records made inside the loader's worker processes (``@timed``
 collate functions, ``section`` blocks in ``__getitem__``) into this process with each
-batch: torch DataLoaders and their subclasses, torchdata.nodes pipelines, any iterable.
+batch: torch DataLoaders and their subclasses (instrumented in place, class untouched),
+accelerate's loaders, WebDataset's WebLoader, torchdata.nodes pipelines, any iterable.
 ``ProfilerWindows`` opens torch.profiler windows on chosen stage epochs and steps,
 and analyses their traces off the loop's thread. ``gather_ranks`` is the one collective per
 stage epoch that merges the ranks of a distributed job.

@@ -1,4 +1,10 @@
-"""``instrument``: one call for every kind of loader perfkit supports."""
+"""``instrument``: one call for every kind of loader; what it cannot instrument it leaves as it is.
+
+The loader keeps its identity and class: a DataLoader (or subclass) is changed in place
+(``_dataloader`` says how and why), an object that wraps one (accelerate's loaders, WebDataset's
+``WebLoader``) has its DataLoader instrumented, a torchdata.nodes graph its mappers. Only an
+iterable perfkit cannot see into is wrapped, and only to time its wait (``time_wait``).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +18,15 @@ from .._registry import Registry, check_registry
 from .._state import SWITCH
 from .._validate import check_name
 from ..names import loader_of
+from ._dataloader import cannot_instrument, instrument_dataloader, is_dataloader
 from ._nodes import instrument_nodes, is_node
-from ._workers import Shipment, deliver, instrument_dataloader
+from ._workers import Shipment, deliver
 
 T = TypeVar("T")
 SUPPORTED = (
     "a torch DataLoader (or any subclass: torchdata's StatefulDataLoader, LitData's StreamingDataLoader), "
-    "a pipeline holding one (WebDataset's WebLoader), a torchdata.nodes node or Loader, or any iterable"
+    "an object wrapping one (accelerate's DataLoaderShard, WebDataset's WebLoader), a torchdata.nodes node "
+    "or Loader, or any iterable"
 )
 
 
@@ -34,13 +42,17 @@ def instrument(
     ``NAME.data.wait`` and ``iter()`` as ``NAME.data.iter``, for loops that do not use
     ``timed_iter`` (a Lightning ``Trainer`` iterates the loader itself).
 
-    Supported: a torch ``DataLoader`` and its subclasses (returned as they are: call it before
-    the first iteration, as persistent workers already started keep their old set-up); a
-    ``torchdata.nodes`` node or ``Loader`` (returned as it is, or wrapped with ``time_wait``);
-    a pipeline whose stages hold a DataLoader, such as WebDataset's ``WebLoader`` (its DataLoader
-    is instrumented in place); any other iterable (data wait only). Those two are returned as
-    they are, or with ``time_wait`` wrapped: use the object returned. Anything else is a
-    ``TypeError``.
+    The loader is instrumented in place and returned: a torch ``DataLoader`` or subclass (call
+    it before the first iteration, as persistent workers already started keep their old set-up;
+    a framework that re-creates the loader from its attributes keeps it instrumented); an
+    object wrapping one, accelerate's ``DataLoaderShard`` and ``DataLoaderDispatcher``
+    (``base_dataloader``) or a pipeline such as WebDataset's ``WebLoader`` (a DataLoader among its
+    ``pipeline`` stages); a ``torchdata.nodes`` node or ``Loader``. Any other iterable (a
+    generator) gets its data wait timed only. Where ``time_wait`` is asked and perfkit cannot
+    time the loader itself (a pipeline, a node, an iterable), the object returned is a thin
+    wrapper (``len``, ``state_dict`` and every other attribute are the source's): use it. A
+    loader that refuses to be instrumented is left as it is with one ``PerfkitWarning`` saying
+    what is lost; what is not iterable is a ``TypeError``.
 
     >>> import perfkit.torch, torch
     >>> from torch.utils.data import DataLoader
@@ -50,30 +62,38 @@ def instrument(
     """
     name = loader_of(check_name(name))
     check_registry(registry)
-    if isinstance(loader, DataLoader):
-        return instrument_dataloader(loader, name, registry=registry, time_wait=time_wait)
+    if is_dataloader(loader):
+        done = instrument_dataloader(loader, name, registry=registry, time_wait=time_wait)
+        return loader if done or not time_wait else TimedIterable(loader, name, registry)
     if is_node(loader):
         instrument_nodes(loader, name, registry)
         return TimedIterable(loader, name, registry) if time_wait else loader
+    inner = wrapped_dataloaders(loader)
+    if isinstance(loader, DataLoader):  # poses as one (its __class__ says so): instrument the one it wraps
+        each = [instrument_dataloader(dl, name, registry=registry, time_wait=time_wait) for dl in inner]
+        if each and all(each):
+            return loader
+        if not inner:
+            cannot_instrument(loader, name, time_wait, "it holds no DataLoader perfkit can find")
+        return TimedIterable(loader, name, registry) if time_wait else loader
     if isinstance(loader, Iterable):
-        for stage in pipeline_dataloaders(loader):
-            instrument_dataloader(stage, name, registry=registry)
+        for stage in inner:
+            instrument_dataloader(stage, name, registry=registry, time_wait=False)
         return TimedIterable(loader, name, registry) if time_wait else loader
     raise TypeError(f"loader must be {SUPPORTED}; got {loader!r} of type {type(loader).__name__}")
 
 
-def pipeline_dataloaders(loader: object) -> list[DataLoader[Any]]:
-    """The DataLoaders among ``loader``'s pipeline stages.
-
-    WebDataset's ``WebLoader`` is not a DataLoader subclass (since webdataset 0.2): it is a
-    ``DataPipeline`` whose first stage is the DataLoader that runs the workers, followed by
-    stages run in this process. Read from the instance's own ``__dict__``, so no property or
-    ``__getattr__`` of an unknown iterable runs.
+def wrapped_dataloaders(loader: object) -> list[DataLoader[Any]]:
+    """The DataLoaders that ``loader`` (not one itself) iterates: accelerate's adapters keep theirs
+    as ``base_dataloader`` (and answer ``__class__`` with its class); WebDataset's ``WebLoader`` is
+    a ``DataPipeline`` whose first stage is the DataLoader that runs the workers. Read from the
+    instance's own ``__dict__``, so no property or ``__getattr__`` of an unknown object runs.
     """
-    stages = getattr(loader, "__dict__", {}).get("pipeline")
-    if not isinstance(stages, list):
-        return []
-    return [stage for stage in stages if isinstance(stage, DataLoader)]
+    attrs = getattr(loader, "__dict__", {})
+    stages = attrs.get("pipeline")
+    found = list(stages) if isinstance(stages, list) else []
+    found.append(attrs.get("base_dataloader"))
+    return [stage for stage in found if is_dataloader(stage)]
 
 
 class TimedIterable(Iterable[T]):

@@ -76,8 +76,7 @@ def square(i: int) -> torch.Tensor:
 
 class OwnWorkers(torch.utils.data.DataLoader):  # type: ignore[type-arg]
     """A DataLoader subclass with a worker loop of its own (a process pool that calls the dataset
-    and the collate function), as LitData's and WebDataset's loaders have: torch's worker loop,
-    its fetcher and ``worker_init_fn`` never run."""
+    and the collate function): torch's worker loop, its fetcher and ``worker_init_fn`` never run."""
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         import multiprocessing

@@ -98,19 +98,20 @@ def test_a_torchdata_nodes_pipeline_brings_its_workers_records(method: str) -> N
         assert snap.tree[("train.data.fetch", "getitem", "transform")].count == 12
 
 
-def test_a_dataloader_subclass_with_its_own_workers() -> None:
-    loader = perfkit.torch.instrument(OwnWorkers(Squares(12), batch_size=3, collate_fn=collate), "train")
+def test_a_dataloader_subclass_with_its_own_workers_gives_its_batches_and_its_waits() -> None:
+    """Its pool's results reach the main process through code perfkit cannot see (the subclass's
+    own ``__iter__``), so nothing is shipped with them: the batches are the loader's, the waits
+    are timed, and what its workers record stays there (docs/loaders.md says so)."""
     reg = Registry()
-    snap = epoch(loader, reg)
-    batches = list(loader)
-    assert all(isinstance(b, torch.Tensor) for b in batches)  # the records never reach the user
-    assert counts(snap, "getitem", "transform", "collate", "train.data.wait") == {
-        "getitem": 12,
-        "transform": 12,
-        "collate": 4,
+    expected = [b.tolist() for b in OwnWorkers(Squares(12), batch_size=3, collate_fn=collate)]
+    loader = OwnWorkers(Squares(12), batch_size=3, collate_fn=collate)
+    assert perfkit.torch.instrument(loader, "train", registry=reg, time_wait=True) is loader
+    assert [b.tolist() for b in loader] == expected
+    snap = reg.snapshot()
+    assert counts(snap, "getitem", "train.data.wait", "train.data.iter") == {
         "train.data.wait": 4,
+        "train.data.iter": 1,
     }
-    assert None not in snap.by_worker("getitem")  # made in the pool's processes, labelled as workers
 
 
 def write_shards(folder: Path, shards: int, per_shard: int) -> str:

@@ -3,8 +3,9 @@
 Each loop gets its loaders from its ``_data_source`` and starts iterating them (starting
 the workers) inside the same call, before any callback hook runs. So the driver wraps each
 loop's ``_data_source.dataloader``: the loaders are instrumented the moment they are built
-(a loader Lightning then re-creates to add a DistributedSampler stays instrumented, since
-``perfkit.torch.instrument`` re-applies itself in ``__init__``), and the time the user's
+(a loader Lightning then re-creates to add a DistributedSampler stays instrumented: the
+instrumentation rides on its ``worker_init_fn`` and ``collate_fn``, which Lightning copies; the
+loader stays the object Lightning built, of its class), and the time the user's
 ``*_dataloader()`` took is recorded as ``STAGE.loader_setup``. Waits are ``STAGE.data.wait``,
 ``iter()`` is ``STAGE.data.iter``, worker time ``STAGE.data.fetch``.
 """
@@ -74,9 +75,9 @@ def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> 
 def instrument_all(obj: Any, name: str, registry: perfkit.Registry) -> Any:
     """``obj`` (a loader, a CombinedLoader, lists and dicts of them) with every loader instrumented.
 
-    A DataLoader (any subclass) or a torchdata node is instrumented in place; another iterable is
-    returned wrapped (its wait is timed); what is not iterable is left alone, with one warning
-    naming its type (its data wait is not measured).
+    A DataLoader (any subclass, or an object wrapping one) or a torchdata node is instrumented in
+    place; another iterable is returned wrapped (its wait is timed); what is not iterable is left
+    alone, with one warning naming its type (its data wait is not measured).
     """
     if obj is None or isinstance(obj, (str, bytes)):
         return obj
