@@ -1,0 +1,109 @@
+"""PerfkitCallback on a real Hugging Face Trainer (a tiny BERT built from a config, on CPU, no network).
+
+Truth comes from the test's own clock (``hf_job.Clock``: each training epoch's wall time and the
+planted collate's time inside it), never from perfkit's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfkit.names import RUN_DIR_NAME, fetch_series
+from perfkit.run import read_run
+
+from .hf_job import dataset, trainer
+
+HERE = Path(__file__).parent
+
+
+def test_the_data_wait_of_a_slow_collate_is_its_share_of_each_epoch_by_the_tests_own_clock(
+    tmp_path: Path,
+) -> None:
+    t, clock, _ = trainer(tmp_path, sleep_s=0.02)
+    t.train()
+    run = read_run(tmp_path / RUN_DIR_NAME)
+    train = [w for w in run.windows if w.stage == "train"]
+    assert [w.epoch for w in train] == [0, 1]
+    for w, (wall_s, collate_s) in zip(train, clock.epochs, strict=True):
+        assert w.metric("time/data_wait_fraction") == pytest.approx(collate_s / wall_s, abs=0.05)
+        assert w.metric("steps") == 16  # 64 samples in batches of 4
+    assert [w.epoch for w in run.windows if w.stage == "val"] == [0, 1]  # eval_strategy="epoch"
+    logged = [h for h in t.state.log_history if "perf/train/data_wait_fraction" in h]
+    assert len(logged) == 2  # through Trainer.log: every report_to tracker gets them
+    assert (tmp_path / RUN_DIR_NAME / "verdicts.json").exists()
+
+
+def test_with_gradient_accumulation_a_step_is_a_micro_batch_and_optimizer_steps_are_counted_apart(
+    tmp_path: Path,
+) -> None:
+    t, _, perf = trainer(tmp_path, sleep_s=0.0, accumulate=4, epochs=1)
+    t.train()
+    metrics = perf.monitor.last_metrics["train"] if perf.monitor else {}
+    assert metrics["perf/train/steps"] == 16
+    assert metrics["perf/train/optimizer_steps"] == 4
+    assert t.state.global_step == 4  # the Trainer agrees
+
+
+def test_records_made_in_the_trainers_dataloader_workers_reach_the_run(tmp_path: Path) -> None:
+    t, _, _ = trainer(tmp_path, sleep_s=0.005, workers=2, epochs=1)
+    t.train()
+    (window,) = [w.window for w in read_run(tmp_path / RUN_DIR_NAME).windows if w.stage == "train"]
+    fetch = window.snapshot.get(fetch_series("train"))
+    assert fetch is not None
+    assert fetch.count == 16  # one per batch, each made in a worker
+
+
+def test_predict_is_its_own_stage(tmp_path: Path) -> None:
+    t, _, perf = trainer(tmp_path, sleep_s=0.0, epochs=1)
+    t.predict(dataset(24))
+    metrics = perf.monitor.last_metrics["predict"] if perf.monitor else {}
+    assert metrics["perf/predict/steps"] == 3  # 24 samples in batches of 8
+    assert metrics["perf/predict/samples"] == 24
+
+
+def test_perfkit_summary_reads_the_output_dir(tmp_path: Path) -> None:
+    t, _, _ = trainer(tmp_path, sleep_s=0.01, epochs=1)
+    t.train()
+    done = subprocess.run(
+        [sys.executable, "-m", "perfkit", "summary", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "INPUT_BOUND" in done.stdout
+
+
+@pytest.mark.slow
+def test_under_accelerate_launch_two_processes_are_merged_and_each_rank_is_right(tmp_path: Path) -> None:
+    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_"))
+    }
+    two = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1"]  # gloo on CPU: use_cpu=True
+    plain = ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    command = [launcher, "launch", *two, *plain, str(HERE / "hf_job.py"), str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=HERE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = {
+        r["rank"]: r
+        for r in map(json.loads, (x for x in done.stdout.splitlines() if x.startswith('{"rank"')))
+    }
+    assert sorted(ranks) == [0, 1]
+    (line,) = [w for w in read_run(tmp_path / RUN_DIR_NAME).windows if w.stage == "train"]
+    merged = {r.rank: r for r in line.window.ranks}
+    assert sorted(merged) == [0, 1]
+    for rank, mine in ranks.items():
+        ((wall_s, collate_s),) = mine["epochs"]
+        account = merged[rank].account
+        assert account.seconds("data_wait") / account.wall_s == pytest.approx(collate_s / wall_s, abs=0.05)
+    assert line.metric("steps") == 16  # 8 micro-batches on each of the two ranks
