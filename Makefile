@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml setup.py perfkit/_speedups.c integrations/lightning/pyp
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]" -e "integrations/lightning[all]" -e integrations/huggingface -r examples/requirements.txt
+	# LitData's StreamingDataLoader, for the loader tests only: its declared dependencies would pull
+	# torchvision (and another torch), and it imports with boto3 alone
+	$(BIN)/python -m pip install --quiet --no-deps "litdata==0.2.76" && $(BIN)/python -m pip install --quiet "boto3>=1.34"
 	touch $(STAMP)
 
 test: lint typecheck unit

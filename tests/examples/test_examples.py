@@ -111,3 +111,18 @@ def test_the_minimal_lightning_example(tmp_path: Path, monkeypatch: pytest.Monke
     runpy.run_path(str(ROOT / "examples" / "lightning_minimal.py"), run_name="__main__")
     (csv,) = tmp_path.glob("lightning_logs/minimal/version_0/metrics.csv")
     assert "perf/train/step_ms_p95" in csv.read_text().splitlines()[0]
+
+
+def test_the_hugging_face_example_writes_its_run_under_the_output_dir(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "hf_trainer.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout + done.stderr
+    assert said.count("[perfkit] train epoch") == 2
+    assert said.count("[perfkit] val epoch") == 2
+    assert "the run's verdicts" in said
+    assert (tmp_path / "perfkit-run" / "verdicts.json").exists()
