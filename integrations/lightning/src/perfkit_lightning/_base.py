@@ -5,8 +5,9 @@ or ``perfkit.disable()``) leaves ``trainer.callbacks`` in ``setup``, so it costs
 step. The batch-end hooks of all four stages are generated here, once: each hands the batch
 to the driver, which counts its samples once however many perfkit callbacks see it.
 
-``phases=`` was the first name of ``stages=`` (train / val / test / predict); perfkit keeps the
-word *phase* for a part of a step. The old name works for one release (``stages_or_phases``),
+``phases=`` was the first name of ``stages=`` (train / val / test / predict); perfkit's one word
+for those is *stage* (and *part* for a piece of a step's time: docs/design.md's glossary). The
+old name works for one release (``stages_or_phases``),
 and the packaged Hydra configs keep a ``phases: null`` key beside ``stages:``, so a user's
 override line with the old key (``callbacks.perf_monitor.phases=[val]``) still runs as written.
 """
