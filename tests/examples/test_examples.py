@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from perfkit.names import RUN_DIR_NAME
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "examples" / "ocr_dbnet" / "configs"
 
@@ -71,8 +73,8 @@ def test_the_ocr_demo_runs_end_to_end(tmp_path: Path) -> None:
         assert text in out
     assert "Where validation spent its time" in out
     assert (tmp_path / "out" / "csv" / "metrics.csv").exists()
-    assert (tmp_path / "out" / "csv" / "perfkit" / "report.html").exists()
-    assert list((tmp_path / "out" / "csv" / "perfkit" / "traces").glob("val_epoch1*.json.gz"))
+    assert (tmp_path / "out" / "csv" / RUN_DIR_NAME / "report.html").exists()
+    assert list((tmp_path / "out" / "csv" / RUN_DIR_NAME / "traces").glob("val_epoch1*.json.gz"))
     job_log = (tmp_path / "out" / "__main__.log").read_text()  # Hydra's job log has perfkit's lines too
     assert "[perfkit] val epoch 1" in job_log
 
@@ -82,7 +84,7 @@ def test_the_ocr_demo_disabled_trains_and_records_nothing(tmp_path: Path) -> Non
     done = run_tiny_demo(tmp_path, *SHORT_PROFILE, PERFKIT_DISABLED="1")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "out" / "csv" / "metrics.csv").exists()
-    assert not (tmp_path / "out" / "csv" / "perfkit").exists()
+    assert not (tmp_path / "out" / "csv" / RUN_DIR_NAME).exists()
     assert "[perfkit] val epoch" not in done.stdout
     assert "perfkit is disabled" in done.stdout
 

@@ -15,6 +15,7 @@ from perfkit_lightning import ProfilerCallback
 
 import perfkit
 from perfkit._state import set_tracer
+from perfkit.names import RUN_DIR_NAME
 
 from .tiny import Tiny, said, trainer
 
@@ -85,7 +86,7 @@ def test_the_summary_is_said_and_logged(profiled: Any) -> None:
 
 def test_the_run_directory_lists_the_traces(profiled: Any) -> None:
     root, _, _, _ = profiled
-    (run,) = root.glob("**/perfkit/traces.jsonl")
+    (run,) = root.glob(f"**/{RUN_DIR_NAME}/traces.jsonl")
     lines = [json.loads(x) for x in run.read_text().splitlines()]
     assert {(x["stage"], x["epoch"]) for x in lines} == {("train", 1), ("val", 1)}
     assert all(x["summary"]["step_count"] == 3 for x in lines)
