@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from .._units import format_seconds
-from ..names import part_label
-from ..run import RunTrace
-from ..trace import ALL_PARTS, PartSplit, TraceAnalysis
-from ._html import e, none, table
+from ..._units import format_seconds
+from ...names import part_label
+from ...run import RunTrace
+from ...trace import ALL_PARTS, PartSplit, TraceAnalysis
+from ._pieces import e, none, table
 
 
 def profiler_section(

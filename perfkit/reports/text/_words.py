@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._units import format_seconds, plural
-from ..names import part_label
-from ._parts import ALL_PARTS
+from ..._units import format_seconds, plural
+from ...names import part_label
+from ...trace import ALL_PARTS
 
 PREFIX = "[Profiler]"
 ROOM = len(PREFIX) + 3  # what a table row gives up to the prefix, its space and the table's indent
