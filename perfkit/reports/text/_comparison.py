@@ -17,7 +17,7 @@ def comparison_text(c: Comparison) -> str:
         f"  {'stage':<10}{'part':<14}{'before':>12}{'after':>12}{'change':>12}{'noise':>11}   (per step)"
     )
     for x in changed:
-        change = ("+" if x.change_s >= 0 else "-") + format_seconds(abs(x.change_s))
+        change = format_seconds(x.change_s, sign=True)
         lines.append(
             f"  {display_name(x.stage, 24):<10}{x.part.replace('_', ' '):<14}{format_seconds(x.before_s):>12}"
             f"{format_seconds(x.after_s):>12}{change:>12}{format_seconds(x.noise_s):>11}"

@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
+from ..._units import format_us as us
 from ...names import OTHER, display_name
 from ...trace import Changes, TimeChange, TraceDiff
 from ._lines import terminal_width
 from ._table import table
-from ._words import LABELS, ROOM, prefixed, signed, steps_text, us
+from ._words import LABELS, ROOM, prefixed, steps_text
 
 
 def diff_text(diff: TraceDiff, *, width: int | None = None) -> str:
@@ -30,7 +31,7 @@ def diff_text(diff: TraceDiff, *, width: int | None = None) -> str:
             "Parts per step: "
             + ", ".join(
                 f"{LABELS[p.part]} {us(p.before_us)} -> {us(p.after_us)}"
-                f" ({signed(p.change_us)}, {p.before_share:.1%} -> {p.after_share:.1%})"
+                f" ({us(p.change_us, sign=True)}, {p.before_share:.1%} -> {p.after_share:.1%})"
                 for p in shown
             )
         )
@@ -40,11 +41,13 @@ def diff_text(diff: TraceDiff, *, width: int | None = None) -> str:
     )
     hidden = [(n, c) for n, c in (("op", d.ops), ("device", d.kernels)) if c.hidden_count]
     if hidden:
-        parts = [f"{c.hidden_count:,} {n} changes (net {signed(c.hidden_us)} per step)" for n, c in hidden]
+        parts = [
+            f"{c.hidden_count:,} {n} changes (net {us(c.hidden_us, sign=True)} per step)" for n, c in hidden
+        ]
         lines.append(f"Hidden below the noise floor of {us(d.noise_floor_us)} per step: " + ", ".join(parts))
     if d.grown_sections:
         sections = [
-            f"{display_name(c.name)} {us(c.before_us)} -> {us(c.after_us)} ({signed(c.change_us)})"
+            f"{display_name(c.name)} {us(c.before_us)} -> {us(c.after_us)} ({us(c.change_us, sign=True)})"
             for c in d.grown_sections
         ]
         lines.append("Sections that grew per step: " + ", ".join(sections))
@@ -69,4 +72,4 @@ def _changes(title: str, what: str, c: Changes, floor: float, width: int) -> lis
 def _change_row(status: str, x: TimeChange) -> list[str]:
     before = us(x.before_us) if status != "appeared" else "-"
     after = us(x.after_us) if status != "vanished" else "-"
-    return [before, after, signed(x.change_us), status, x.name]
+    return [before, after, us(x.change_us, sign=True), status, x.name]

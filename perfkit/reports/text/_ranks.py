@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..._units import format_us as us
 from ...names import display_name
 from ...trace import ALL_PARTS, RanksAnalysis, Straggler, TraceAnalysis, work_per_step
 from ._analysis import findings_lines
 from ._lines import terminal_width
 from ._table import table
-from ._words import ROOM, prefixed, signed, us
+from ._words import ROOM, prefixed
 
 _SHORT = ("data", "fwd", "bwd", "opt", "other")  # ALL_PARTS in a table header
 
@@ -55,7 +56,8 @@ def _straggler(s: Straggler, width: int) -> list[str]:
     if not s.causes:
         return [head]
     rows = [
-        [signed(c.rank_us - c.others_us), us(c.rank_us), us(c.others_us), c.kind, c.name] for c in s.causes
+        [us(c.rank_us - c.others_us, sign=True), us(c.rank_us), us(c.others_us), c.kind, c.name]
+        for c in s.causes
     ]
     found = table(["excess", f"rank {s.rank}", "others", "kind", "what"], rows, width=width, align="rrrl")
     return [head + "; what takes longer on it, per step:", *("  " + line for line in found)]
