@@ -16,7 +16,7 @@ p95, p99, std, min and max per series over any window. What a first hour needs i
 the rest lives in subpackages with their own ``__all__``: ``perfkit.stages`` (stage epochs
 and their account), ``perfkit.run`` (script windows, the run directory), ``perfkit.sinks``,
 ``perfkit.resources``, ``perfkit.findings``, ``perfkit.trace`` (profiler traces),
-``perfkit.reports`` (HTML, console summary), ``perfkit.torch`` (DataLoader workers,
+``perfkit.reports`` (every renderer: text and HTML), ``perfkit.torch`` (DataLoader workers,
 profiler windows), and ``perfkit.names`` (the names of every series and mark).
 """
 
