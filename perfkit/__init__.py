@@ -16,7 +16,7 @@ p95, p99, std, min and max per series over any window. What a first hour needs i
 the rest lives in subpackages with their own ``__all__``: ``perfkit.stages`` (stage epochs
 and their account), ``perfkit.run`` (script windows, the run directory), ``perfkit.sinks``,
 ``perfkit.resources``, ``perfkit.findings``, ``perfkit.trace`` (profiler traces),
-``perfkit.reports`` (HTML, console summary), ``perfkit.torch`` (DataLoader workers,
+``perfkit.reports`` (every renderer: text and HTML), ``perfkit.torch`` (DataLoader workers,
 profiler windows), and ``perfkit.names`` (the names of every series and mark).
 """
 
@@ -25,7 +25,6 @@ from ._api import cursor, reset, snapshot
 from ._chrome import write_chrome_trace
 from ._iteration import timed_iter
 from ._registry import Cursor, Registry, get_registry, use_registry
-from ._report import report
 from ._section import section
 from ._snapshot import Snapshot
 from ._state import disable, enable, is_enabled
@@ -35,6 +34,26 @@ from ._version import __version__
 from ._warn import PerfkitWarning
 from .resources import ResourceSampler
 from .run import window
+
+
+def report(snapshot: Snapshot | None = None) -> str:
+    """Render ``snapshot`` (default: the current registry's whole run) as text.
+
+    Rows are the section tree (siblings by total time) with count, total, self time and
+    mean, p95 and max; loops timed with ``timed_iter`` and gauges follow. The renderer is
+    ``perfkit.reports.snapshot_text``, loaded on the first call.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.section("epoch", registry=reg):
+    ...     pass
+    >>> print(perfkit.report(reg.snapshot()).splitlines()[2].split()[0])
+    epoch
+    """
+    from .reports import snapshot_text
+
+    return snapshot_text(snapshot)
+
 
 __all__ = [
     "Cursor",

@@ -78,14 +78,15 @@ def _add_analyze(subparsers: Subparsers) -> None:
 def _analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .trace import analyze_ranks, analyze_trace, format_analysis, format_ranks
+    from .reports import analysis_text, ranks_text
+    from .trace import analyze_ranks, analyze_trace
 
     if Path(args.trace).is_dir():
         ranks = analyze_ranks(args.trace, top_k=args.top_k)
-        print(_json(ranks.to_dict()) if args.json else format_ranks(ranks))
+        print(_json(ranks.to_dict()) if args.json else ranks_text(ranks))
         return 0
     analysis = analyze_trace(args.trace, top_k=args.top_k)
-    print(_json(analysis.to_dict()) if args.json else format_analysis(analysis))
+    print(_json(analysis.to_dict()) if args.json else analysis_text(analysis))
     return 0
 
 
@@ -98,10 +99,11 @@ def _add_diff(subparsers: Subparsers) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .trace import diff_traces, format_diff
+    from .reports import diff_text
+    from .trace import diff_traces
 
     diff = diff_traces(args.trace_a, args.trace_b, top_k=args.top_k)
-    print(_json(diff.to_dict()) if args.json else format_diff(diff))
+    print(_json(diff.to_dict()) if args.json else diff_text(diff))
     return 0
 
 

@@ -11,6 +11,6 @@ their framework's hooks and hand ``StageMonitor`` a way to log and the step to l
 """
 
 from ._console import console_logger, say_through
-from ._monitor import Say, StageMonitor, ranked_verdicts_text
+from ._monitor import Say, StageMonitor
 
-__all__ = ["Say", "StageMonitor", "console_logger", "ranked_verdicts_text", "say_through"]
+__all__ = ["Say", "StageMonitor", "console_logger", "say_through"]

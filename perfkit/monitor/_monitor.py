@@ -11,21 +11,17 @@ publishing process (rank 0) sends and says; every rank keeps the metrics.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
 from .._snapshot import Snapshot
 from ..findings import Case, Diagnosis, Verdict, judge, write_diagnosis
 from ..names import STAGES
-from ..reports import summary_text
+from ..reports import ranked_verdicts_text, summary_text
 from ..run import RunWriter
 from ..sinks import Sink, SinkFanout, check_sinks
 from ..stages import StageListener, StageWindow, cores_for_workers, stage_metrics
 
 Say = Callable[[str], None]
 """How an adapter logs a block: through ``logging``, clear of its progress bars, on rank 0."""
-
-TOP = 3
-"""Verdicts said at the end of a run (the run directory's ``verdicts.json`` has them all)."""
 
 
 class StageMonitor(StageListener):
@@ -119,14 +115,3 @@ class StageMonitor(StageListener):
             if text:
                 self.say(text)
         return diagnosis
-
-
-def ranked_verdicts_text(diagnosis: Diagnosis, run_dir: Path) -> str:
-    """The run's first verdicts, ranked by the share of its time they explain; empty when there are none."""
-    if diagnosis.top is None:
-        return ""
-    ranked = [
-        f"  {i}. {v.run_share:.0%} of the run: {v.line}" for i, v in enumerate(diagnosis.verdicts[:TOP], 1)
-    ]
-    head = "[perfkit] the run's verdicts, ranked by the share of its time they explain:"
-    return "\n".join([head, *ranked, f"  (all of them: perfkit summary {run_dir})"])

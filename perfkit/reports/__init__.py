@@ -1,25 +1,46 @@
-"""Reports of a run: the self-contained HTML page, its plots, the console summary, uploads.
+"""Reports of a run: the self-contained HTML page, the console summary, terminal text, uploads.
 
     write_html_report("lightning_logs/version_0/perfkit")     # or: perfkit report RUN_DIR
     attach_report_to_wandb(path); log_report_to_mlflow(path)
+    print(analysis_text(perfkit.trace.analyze_trace("trace.json.gz")))   # or: perfkit analyze
 
-(``perfkit.report(snapshot)`` is the plain-text table of one snapshot.)
+Each output form has one home: every text renderer is in ``perfkit.reports.text``, the HTML
+page in ``perfkit.reports.html``; both read the same result objects, and every number is
+written by the same formatter. (``perfkit.report(snapshot)`` is ``snapshot_text``.)
 """
 
 from .._units import format_seconds
-from ._page import render_html, write_html_report
-from ._summary import series_line, summary_text
-from ._text import comparison_text, diagnosis_text
 from ._upload import attach_report_to_wandb, log_report_to_mlflow
+from .html import render_html, write_html_report
+from .text import (
+    analysis_text,
+    comparison_text,
+    diagnosis_text,
+    diff_text,
+    performance_line,
+    ranked_verdicts_text,
+    ranks_text,
+    series_line,
+    snapshot_text,
+    summary_text,
+    throughput_line,
+)
 
 __all__ = [
+    "analysis_text",
     "attach_report_to_wandb",
     "comparison_text",
     "diagnosis_text",
+    "diff_text",
     "format_seconds",
     "log_report_to_mlflow",
+    "performance_line",
+    "ranked_verdicts_text",
+    "ranks_text",
     "render_html",
     "series_line",
+    "snapshot_text",
     "summary_text",
+    "throughput_line",
     "write_html_report",
 ]

@@ -1,12 +1,12 @@
 """Offline analysis of torch.profiler (Kineto) Chrome traces; needs no torch.
 
     a = analyze_trace("profiler_traces/val_epoch1.pt.trace.json.gz")
-    print(format_analysis(a))
-    print(format_diff(diff_traces("before.json.gz", "after.json.gz")))
-    print(format_ranks(analyze_ranks("traces/")))       # one trace per rank
+    d = diff_traces("before.json.gz", "after.json.gz")
+    r = analyze_ranks("traces/")                        # one trace per rank
 
-The same from the shell: ``perfkit analyze TRACE_OR_DIR``, ``perfkit diff A B``. What each number
-means and where each part of a step comes from: ``docs/trace-analysis.md``.
+Their text is ``perfkit.reports.analysis_text(a)``, ``diff_text(d)``, ``ranks_text(r)``; the same
+from the shell: ``perfkit analyze TRACE_OR_DIR``, ``perfkit diff A B``. What each number means and
+where each part of a step comes from: ``docs/trace-analysis.md``.
 """
 
 from typing import Any
@@ -16,10 +16,8 @@ from .._warn import warn_deprecated
 from ._analysis import analyze_trace
 from ._diff import Changes, TimeChange, TraceDiff, TracePartChange, diff_traces
 from ._events import iter_trace_events
-from ._format import format_analysis
-from ._format_compare import format_diff, format_ranks
 from ._parts import ALL_PARTS
-from ._ranks import Cause, RanksAnalysis, Straggler, analyze_ranks
+from ._ranks import Cause, RanksAnalysis, Straggler, analyze_ranks, work_per_step
 from ._results import (
     AnnotationStat,
     CommOverlap,
@@ -63,10 +61,8 @@ __all__ = [
     "analyze_trace",
     "diff_traces",
     "find_bottlenecks",
-    "format_analysis",
-    "format_diff",
-    "format_ranks",
     "iter_trace_events",
+    "work_per_step",
 ]
 
 # The names of perfkit 0.1 (a piece of a step's time was a "phase"; a finding was a ``Finding``),
@@ -80,8 +76,19 @@ _OLD_NAMES = {
 }
 
 
+# Text renderers that moved up to perfkit.reports, where every text renderer lives (the trace
+# reader sits below the reports, so it cannot hand them on: the error says where they went).
+_MOVED = {
+    "format_analysis": "perfkit.reports.analysis_text",
+    "format_diff": "perfkit.reports.diff_text",
+    "format_ranks": "perfkit.reports.ranks_text",
+}
+
+
 def __getattr__(name: str) -> Any:
     """An old name: the new object, with a ``FutureWarning`` that names it."""
+    if name in _MOVED:
+        raise AttributeError(f"perfkit.trace.{name} is now {_MOVED[name]}: import it from perfkit.reports")
     new = _OLD_NAMES.get(name)
     if new is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

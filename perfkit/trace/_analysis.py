@@ -8,7 +8,7 @@ memory peaks, user annotations, perfkit's sections, and plain-words findings.
 
     a = perfkit.trace.analyze_trace("profiler_traces/train_epoch1.pt.trace.json.gz")
     a.parts.share("data_wait")                  # 0.62
-    print(perfkit.trace.format_analysis(a))
+    print(perfkit.reports.analysis_text(a))
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .._rule import Abstention, Rule, Verdict, kinds, verdict
-from .._units import format_seconds, plural
+from .._units import format_us, plural
 from ..names import display_name
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def _cpu_op(a: TraceAnalysis) -> Iterable[Verdict | Abstention]:
         op = a.top_cpu_ops[0]
         text = (
             f"{display_name(op.name)} takes {op.share:.1%} of CPU op self time"
-            f" ({format_seconds(op.self_us / 1e6)} over {plural(op.count, 'call')})"
+            f" ({format_us(op.self_us)} over {plural(op.count, 'call')})"
         )
         yield verdict(op.share, text, subject=op.name)
 

@@ -14,7 +14,8 @@ import pytest
 
 import perfkit
 from perfkit._cli import main
-from perfkit.reports._page import SECTIONS, write_html_report
+from perfkit.reports import write_html_report
+from perfkit.reports.html._page import SECTIONS
 from perfkit.run import RunWriter, window
 from tests.conftest import FakeClock
 from tests.run.run_dirs import add_trace, synthetic_run

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from perfkit.reports import analysis_text
 from perfkit.trace._analysis import analyze_trace
-from perfkit.trace._format import format_analysis
 from perfkit.trace._parts import BACKWARD, DATA_WAIT, FORWARD, LIGHTNING, OPTIMIZER, classify
 from perfkit.trace._parts import PERFKIT as PERFKIT_SOURCE
 from perfkit.trace._parts import TORCH as TORCH_SOURCE
@@ -288,7 +288,7 @@ def test_older_traces_give_only_bytes_and_the_peak_is_their_running_sum_per_devi
         ("cuda:0", 230, 0, "Bytes running sum"),  # 100, 150, 30, 230, 0
         ("cuda:1", 7000, 9000, "Total Allocated"),
     ]
-    assert "cuda:0 230 B allocated (running sum of Bytes)" in format_analysis(a)
+    assert "cuda:0 230 B allocated (running sum of Bytes)" in analysis_text(a)
 
 
 def test_device_activities_are_ranked_and_busy_time_is_the_union_of_all_of_them(tmp_path: Path) -> None:
@@ -348,7 +348,7 @@ def test_a_balanced_trace_has_no_findings(tmp_path: Path) -> None:
     a = analyze_trace(trace(tmp_path, events))
     assert a.top_cpu_ops[0].share < CPU_OP_MIN_SHARE
     assert a.findings == ()
-    assert format_analysis(a).endswith("[Profiler] Bottlenecks: none found")
+    assert analysis_text(a).endswith("[Profiler] Bottlenecks: none found")
 
 
 def test_the_text_report_has_one_profiler_line_per_topic(tmp_path: Path) -> None:
@@ -363,7 +363,7 @@ def test_the_text_report_has_one_profiler_line_per_topic(tmp_path: Path) -> None
         memory(10, 12_300_000),
     ]
     a = analyze_trace(trace(tmp_path, events, sections=["collate"]))
-    assert format_analysis(a, trace_path="x.json", width=100).splitlines() == [
+    assert analysis_text(a, trace_path="x.json", width=100).splitlines() == [
         "[Profiler] Trace: x.json (8 events, 2 steps, 4.00 ms)",
         "[Profiler] Summary: data wait 10.0%, forward 40.0%, backward 0.0%, optimizer 0.0%, other 50.0%",
         "[Profiler] Parts from (share of step time; other: inside annotations that mark no part):",

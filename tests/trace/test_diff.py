@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.trace import TimeChange, diff_traces, format_diff
+from perfkit.reports import diff_text
+from perfkit.trace import TimeChange, diff_traces
 from perfkit.trace._parts import ALL_PARTS
 from tests.trace.plain_reader import DEVICE, load_events
 from tests.trace.trace_builder import kernel, mark, op, step, write_trace
@@ -81,14 +82,12 @@ def test_device_kernels_are_compared_too(tmp_path: Path) -> None:
 def test_the_text_shows_only_parts_a_side_has_and_says_what_it_hid(tmp_path: Path) -> None:
     a = write_trace(tmp_path / "a.json", [step(1, 0, 100), op("aten::mm", 0, 10), op("aten::add", 40, 1)])
     b = write_trace(tmp_path / "b.json", [step(1, 0, 200), op("aten::mm", 0, 30), op("aten::add", 40, 1.5)])
-    text = format_diff(diff_traces(a, b), width=100)
+    text = diff_text(diff_traces(a, b), width=100)
     assert "Parts per step" not in text  # neither trace marks a part: "forward 0 ns -> 0 ns" says nothing
     assert "[Profiler]   10.0 µs  30.0 µs  +20.0 µs  grew    aten::mm" in text
     assert "Hidden below the noise floor of 1.0 µs per step: 1 op changes (net +500 ns per step)" in text
     marked = write_trace(tmp_path / "c.json", [step(1, 0, 100), mark("## forward ##", 0, 40)])
-    parts = next(
-        line for line in format_diff(diff_traces(a, marked)).splitlines() if "Parts per step" in line
-    )
+    parts = next(line for line in diff_text(diff_traces(a, marked)).splitlines() if "Parts per step" in line)
     assert "forward 0 ns -> 40.0 µs" in parts
     assert "other 100.0 µs -> 60.0 µs" in parts
     assert "backward" not in parts

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfkit._cli import main
-from perfkit.trace import analyze_trace, diff_traces, format_analysis
+from perfkit.reports import analysis_text
+from perfkit.trace import analyze_trace, diff_traces
 from tests.trace.trace_builder import kernel, mark, memory, op, step, write_trace
 
 DEPTH = 50_000
@@ -87,7 +88,7 @@ def test_wrong_type_nan_and_infinite_times_are_counted_by_reason_not_silently_dr
     }
     a = analyze_trace(path)
     assert [o.name for o in a.top_cpu_ops] == ["aten::mm"]
-    assert "[Profiler] Skipped: 2 events: ts not a number; 1 event: ts not finite;" in format_analysis(a)
+    assert "[Profiler] Skipped: 2 events: ts not a number; 1 event: ts not finite;" in analysis_text(a)
 
 
 def test_nan_and_infinity_never_reach_the_results(tmp_path: Path) -> None:
@@ -186,7 +187,7 @@ def test_any_mix_of_wrong_types_and_values_is_analysed_or_refused_with_a_value_e
         assert refused.endswith(f", not a number) at character {refused.split()[-1]}")
         return
     json.dumps(a.to_dict(), allow_nan=False)
-    assert format_analysis(a, width=60)
+    assert analysis_text(a, width=60)
     assert diff_traces(path, path).ops.grown == ()
     assert sum(s.count for s in a.skipped) <= len(events)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.trace import Cause, analyze_ranks, analyze_trace, format_ranks
+from perfkit.reports import ranks_text
+from perfkit.trace import Cause, analyze_ranks, analyze_trace
 from tests.trace.plain_reader import read_facts
 from tests.trace.trace_builder import Event, kernel, mark, op, step, write_trace
 
@@ -51,7 +52,7 @@ def test_the_straggler_is_the_rank_the_others_wait_for_and_backward_is_what_slow
     assert (s.rank, s.work_us, s.others_work_us) == (1, 170, 120)  # step time less comm running alone
     assert s.excess == pytest.approx(170 / 120 - 1)
     assert s.causes == (Cause("part", "backward", 150, 100), Cause("kernel", "gemm", 150, 100))
-    text = format_ranks(r, width=120)
+    text = ranks_text(r, width=120)
     assert "Straggler: rank 1, 170.0 µs of work per step" in text
     assert "+50.0 µs  150.0 µs  100.0 µs  part    backward" in text
 
@@ -59,7 +60,7 @@ def test_the_straggler_is_the_rank_the_others_wait_for_and_backward_is_what_slow
 def test_ranks_within_one_percent_have_no_straggler(tmp_path: Path) -> None:
     r = analyze_ranks(write_ranks(tmp_path / "run", {0: (100, 80), 1: (100.5, 79.5)}))
     assert r.straggler is None
-    assert "Straggler: none" in format_ranks(r)
+    assert "Straggler: none" in ranks_text(r)
 
 
 def test_a_rank_is_the_traces_own_else_the_one_in_its_name_else_its_place(tmp_path: Path) -> None:

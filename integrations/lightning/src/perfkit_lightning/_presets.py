@@ -15,6 +15,7 @@ from lightning.pytorch import LightningModule, Trainer
 from perfkit import Snapshot
 from perfkit.checks import check_int
 from perfkit.names import fetch_series, step_series, wait_series
+from perfkit.reports import performance_line, throughput_line
 from perfkit.sinks import SinkFanout
 from perfkit.stages import StageWindow, metric_key, stage_metrics
 
@@ -104,7 +105,7 @@ class PerformanceProfilerCallback(_Preset):
             out.update(_memory_keys(snap))
         self._fanout.emit(window, out, log_step(trainer, "val"))
         if self.verbose:
-            say(_validation_summary(window, out))
+            say(performance_line(window, out))
 
 
 def _steps(snap: Snapshot, stage: str) -> int:
@@ -124,21 +125,6 @@ def _memory_keys(snap: Snapshot) -> dict[str, float]:
     if reserved:
         out["performance/gpu_memory_reserved_gb"] = max(reserved) / 1024
     return out
-
-
-def _validation_summary(window: StageWindow, out: Mapping[str, float]) -> str:
-    n = int(out["performance/val_num_batches"])
-    seconds = out["performance/val_epoch_time"]
-    text = f"[Performance] Validation epoch {window.epoch}: {n} batches in {seconds:.3f} s"
-    if "performance/val_batch_mean" in out:
-        text += "; batch " + ", ".join(
-            f"{k} {out[f'performance/val_batch_{k}']:.4f} s" for k in ("mean", "median", "p95", "p99")
-        )
-    if "performance/gpu_memory_gb" in out:
-        text += f"; GPU memory {out['performance/gpu_memory_gb']:.2f} GB"
-    if "performance/cpu_memory_percent" in out:
-        text += f"; CPU memory {out['performance/cpu_memory_percent']:.1f}%"
-    return text
 
 
 class ThroughputMonitorCallback(_Preset):
@@ -197,7 +183,7 @@ class ThroughputMonitorCallback(_Preset):
         if self.track_memory:
             out.update(self._memory(snap))
         self._fanout.emit(window, out, log_step(trainer, "train"))
-        say(_throughput_block(window.epoch, out))
+        say(throughput_line(window.epoch, out))
 
     def _timing(self, snap: Snapshot) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -232,22 +218,3 @@ class ThroughputMonitorCallback(_Preset):
                     message = f"perfkit: memory probe {name!r} raised {exc!r}; left out (said once)"
                     self._fanout.record_failure(f"memory probe {name!r}", "call", exc, message=message)
         return out
-
-
-def _throughput_block(epoch: int, out: Mapping[str, float]) -> str:
-    parts = [f"[Throughput] Epoch {epoch}:"]
-    if "samples_per_second" in out:
-        parts.append(f"{out['samples_per_second']:.1f} samples/s,")
-    parts.append(f"{out.get('batches_per_second', 0.0):.2f} batches/s")
-    if "batch_load_time_ms_avg" in out:
-        parts.append(
-            f"| load {out['batch_load_time_ms_avg']:.1f} ms (p95 {out['batch_load_time_ms_p95']:.1f})"
-        )
-    if "batch_transform_time_ms_avg" in out:
-        parts.append(f"| transform {out['batch_transform_time_ms_avg']:.1f} ms")
-    if "throughput_efficiency" in out:
-        parts.append(f"| efficiency {out['throughput_efficiency']:.1%}")
-    memory = [f"{k[7:-3]} {v:.0f} MB" for k, v in out.items() if k.startswith("memory_")]
-    if memory:
-        parts.append("| memory " + ", ".join(memory))
-    return " ".join(parts)

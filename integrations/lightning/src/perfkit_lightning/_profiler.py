@@ -18,10 +18,11 @@ from lightning.pytorch import LightningModule, Trainer
 
 from perfkit.checks import check_int
 from perfkit.names import RUN_DIR_NAME
+from perfkit.reports import analysis_text
 from perfkit.sinks import SinkFanout
 from perfkit.stages import StageWindow, check_stages, metric_key
 from perfkit.torch import ProfilerWindows, world_size
-from perfkit.trace import TraceAnalysis, format_analysis
+from perfkit.trace import TraceAnalysis
 
 from ._base import PerfkitCallback, stages_or_phases
 from ._console import say
@@ -166,7 +167,7 @@ class ProfilerCallback(PerfkitCallback):
                 stage=job.stage, epoch=job.epoch, trace=job.path, summary=analysis.to_dict(), rank=job.rank
             )
             if self.console:
-                lines = format_analysis(analysis).splitlines()
+                lines = analysis_text(analysis).splitlines()
                 say("\n".join([f"[Profiler] Trace exported: {job.path}", *lines[1:]]))
 
     def _say_notes(self) -> None:

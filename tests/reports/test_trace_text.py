@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.trace import analyze_trace, format_analysis
-from perfkit.trace._text import shorten, table
+from perfkit.reports import analysis_text
+from perfkit.reports.text._table import shorten, table
+from perfkit.trace import analyze_trace
 from tests.trace.trace_builder import kernel, mark, op, step, write_trace
 
 LONG = (
@@ -58,7 +59,7 @@ def test_every_table_has_top_k_rows_and_fits_the_width(tmp_path: Path) -> None:
         events.append(kernel(f"{LONG}{i}", 100 * i, 5 + i, stream=i))
         events.append({**kernel(f"Memcpy {i}", 2000 + 10 * i, 2, cat="gpu_memcpy"), "args": {"bytes": 1000}})
     a = analyze_trace(write_trace(tmp_path / "t.json", events), top_k=3)
-    text = format_analysis(a, width=100)
+    text = analysis_text(a, width=100)
     rows = [line for line in text.splitlines() if line.startswith("[Profiler]  ")]
     assert all(len(line) <= 100 for line in rows), max(rows, key=len)  # tables and findings alike
     for title in ("CPU ops", "device activities", "copies and fills", "annotations"):

@@ -1,6 +1,6 @@
 """Text for trace analyses: ``[Profiler]`` lines for a log, with a table per topic.
 
-    print(format_analysis(analyze_trace("val_epoch1.pt.trace.json.gz")))
+    print(analysis_text(analyze_trace("val_epoch1.pt.trace.json.gz")))
     [Profiler] Trace: val_epoch1.pt.trace.json.gz (1,234 events, 5 steps, 81.20 ms)
     [Profiler] Summary: data wait 9.7%, forward 45.3%, backward 38.2%, optimizer 6.8%, other 0.0%
     [Profiler] Top 10 CPU ops by self time:
@@ -17,17 +17,16 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from .._units import plural
-from ..names import display_name
-from ._parts import ALL_PARTS
-from ._results import TraceAnalysis
-from ._text import table, terminal_width
-from ._words import LABELS, ROOM, bytes_text, prefixed, steps_text, us
+from ..._units import format_bytes, plural
+from ..._units import format_us as us
+from ...names import display_name
+from ...trace import ALL_PARTS, TraceAnalysis
+from ._lines import terminal_width
+from ._table import table
+from ._words import LABELS, ROOM, prefixed, steps_text
 
 
-def format_analysis(
-    analysis: TraceAnalysis, *, trace_path: str | None = None, width: int | None = None
-) -> str:
+def analysis_text(analysis: TraceAnalysis, *, trace_path: str | None = None, width: int | None = None) -> str:
     """``analysis`` as ``[Profiler]`` lines; ``trace_path`` replaces the path shown.
 
     Lines for devices, memory, annotations and sections appear only when the trace has them.
@@ -61,8 +60,8 @@ def findings_lines(messages: Sequence[str], width: int) -> list[str]:
 
 
 def _peak(device: str, allocated: int, reserved: int, source: str) -> str:
-    text = f"{device} {bytes_text(allocated)} allocated"
-    text += f", {bytes_text(reserved)} reserved" if reserved else ""
+    text = f"{device} {format_bytes(allocated)} allocated"
+    text += f", {format_bytes(reserved)} reserved" if reserved else ""
     return text + (" (running sum of Bytes)" if source != "Total Allocated" else "")
 
 
@@ -100,7 +99,7 @@ def _device(a: TraceAnalysis, width: int) -> list[str]:
         )
     if a.transfers:
         rows = [
-            [us(t.total_us), _rate(t.gb_per_s), bytes_text(t.total_bytes), f"{t.count:,}", t.name]
+            [us(t.total_us), _rate(t.gb_per_s), format_bytes(t.total_bytes), f"{t.count:,}", t.name]
             for t in a.transfers
         ]
         lines.append(f"Top {len(a.transfers)} copies and fills:")

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from .._units import format_seconds
-from ..names import part_label
-from ..run import RunTrace
-from ..trace import ALL_PARTS, PartSplit, TraceAnalysis
-from ._html import e, none, table
+from ..._units import format_us
+from ...names import part_label
+from ...run import RunTrace
+from ...trace import ALL_PARTS, PartSplit, TraceAnalysis
+from ._pieces import e, none, table
 
 
 def profiler_section(
@@ -42,19 +42,22 @@ def _window(t: RunTrace, href: str) -> str:
     a: TraceAnalysis | None = t.analysis
     if a is None:
         return head + link + " (not analysed: the analysis failed or was turned off)</p>"
-    facts = [f"{a.step_count} steps", _us(a.span_us)]
+    facts = [f"{a.step_count} steps", format_us(a.span_us)]
     if a.gpu_busy_share is not None:
         facts.append(f"GPU busy {a.gpu_busy_share:.1%}")
     out = head + link + " · " + e(", ".join(facts)) + "</p>" + _parts(a.parts)
     if a.top_cpu_ops:
         out += table(
             ["CPU op", "calls", "self time", "share"],
-            [[o.name, str(o.count), _us(o.self_us), f"{o.share:.1%}"] for o in a.top_cpu_ops],
+            [[o.name, str(o.count), format_us(o.self_us), f"{o.share:.1%}"] for o in a.top_cpu_ops],
         )
     if a.top_cuda_kernels:
         out += table(
             ["GPU activity", "kind", "calls", "time", "share"],
-            [[k.name, k.kind, str(k.count), _us(k.total_us), f"{k.share:.1%}"] for k in a.top_cuda_kernels],
+            [
+                [k.name, k.kind, str(k.count), format_us(k.total_us), f"{k.share:.1%}"]
+                for k in a.top_cuda_kernels
+            ],
         )
     if a.findings:
         out += "<ul>" + "".join(f"<li>{e(v.text)}</li>" for v in a.findings) + "</ul>"
@@ -62,9 +65,5 @@ def _window(t: RunTrace, href: str) -> str:
 
 
 def _parts(split: PartSplit) -> str:
-    cells = [f"{_us(split.us(p))} ({split.share(p):.1%})" for p in ALL_PARTS]
+    cells = [f"{format_us(split.us(p))} ({split.share(p):.1%})" for p in ALL_PARTS]
     return table(["step time", *(part_label(p) for p in ALL_PARTS)], [["per part", *cells]])
-
-
-def _us(us: float) -> str:
-    return format_seconds(us / 1e6)

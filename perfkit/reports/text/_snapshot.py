@@ -1,4 +1,4 @@
-"""``report()``: a snapshot as a readable table, nested as the section tree.
+"""A snapshot as a readable table, nested as the section tree (what ``perfkit.report`` prints).
 
 Rows are paths of the tree (siblings sorted by total time) with their exact
 count, total, self time (total minus the children's) and mean; p95 and max
@@ -10,23 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._loops import LoopStats, all_loops
-from ._registry import current_registry
-from ._snapshot import NodeTotals, Path, Snapshot
-from ._units import format_seconds
-from .names import display_name
+from ..._loops import LoopStats, all_loops
+from ..._registry import current_registry
+from ..._snapshot import NodeTotals, Path, Snapshot
+from ..._units import format_seconds
+from ...names import display_name
 
 HEAD = ("count", "total", "self", "mean", "p95", "max")
 
 
-def report(snapshot: Snapshot | None = None) -> str:
-    """Render ``snapshot`` (default: the current registry's whole run) as text.
+def snapshot_text(snapshot: Snapshot | None = None) -> str:
+    """``snapshot`` (default: the current registry's whole run) as text: ``perfkit.report``.
 
     >>> import perfkit
     >>> reg = perfkit.Registry()
     >>> with perfkit.section("epoch", registry=reg):
     ...     pass
-    >>> print(perfkit.report(reg.snapshot()).splitlines()[2].split()[0])
+    >>> print(snapshot_text(reg.snapshot()).splitlines()[2].split()[0])
     epoch
     """
     snap = snapshot if snapshot is not None else current_registry().snapshot()

@@ -20,11 +20,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .._snapshot import Snapshot
-from ..names import display_name, part_label, stage_label, step_series
-from ..run import RunTrace, RunWindow
-from ..stages import PARTS
-from ..trace import ALL_PARTS
+from ..._snapshot import Snapshot
+from ...names import display_name, part_label, stage_label, step_series
+from ...run import RunTrace, RunWindow
+from ...stages import PARTS
+from ...trace import ALL_PARTS
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

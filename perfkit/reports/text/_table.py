@@ -13,20 +13,14 @@ and only then cuts the middle, so the start and the end of the name stay readabl
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 
-from ..names import display_name
+from ...names import display_name
 
 ELLIPSIS = "…"
 _PAIRS = {"<": ">", "(": ")", "[": "]"}
 MIN_NAME_WIDTH = 16
 MIN_TEMPLATE = 8  # template characters worth keeping before giving them up
-
-
-def terminal_width() -> int:
-    """Columns of the terminal (``COLUMNS`` wins), 120 when output goes elsewhere."""
-    return shutil.get_terminal_size((120, 24)).columns
 
 
 def shorten(name: str, width: int) -> str:

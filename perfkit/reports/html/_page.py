@@ -15,13 +15,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._report import HEAD, tree_rows
-from .._snapshot import Snapshot
-from .._units import format_seconds
-from ..findings import Diagnosis, diagnose
-from ..names import stage_label
-from ..run import RunData, RunWindow, read_run
-from ._html import e, none, plot_or, table
+from ..._snapshot import Snapshot
+from ..._units import format_seconds
+from ...findings import Diagnosis, diagnose
+from ...names import stage_label
+from ...run import RunData, RunWindow, read_run
+from ..text._snapshot import HEAD, tree_rows
+from ._pieces import e, none, plot_or, table
 from ._profiler import profiler_section
 
 CSS = """

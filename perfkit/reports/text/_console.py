@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._snapshot import Snapshot
-from .._units import format_seconds
-from ..findings import Verdict
-from ..names import display_name, is_stage_series
-from ..stages import PARTS, StageWindow, stage_prefix
+from ..._snapshot import Snapshot
+from ..._units import format_seconds
+from ...findings import Verdict
+from ...names import display_name, is_stage_series
+from ...stages import PARTS, StageWindow, stage_prefix
 
 
 def summary_text(

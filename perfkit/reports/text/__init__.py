@@ -1,0 +1,36 @@
+"""Every text renderer of perfkit, each over a result object; numbers are written by ``perfkit._units``.
+
+    snapshot_text(snapshot)              # perfkit.report: the section tree of a snapshot
+    summary_text(window, metrics)        # the console block of a stage epoch
+    diagnosis_text(run, diagnosis)       # perfkit summary
+    comparison_text(comparison)          # perfkit compare
+    analysis_text(analysis)              # perfkit analyze TRACE
+    ranks_text(ranks)                    # perfkit analyze DIR (one trace per rank)
+    diff_text(diff)                      # perfkit diff A B
+    performance_line / throughput_line   # the Lightning presets' console lines
+
+``perfkit.reports`` exports them all; the HTML page is ``perfkit.reports.html``.
+"""
+
+from ._analysis import analysis_text
+from ._comparison import comparison_text
+from ._console import series_line, summary_text
+from ._diagnosis import diagnosis_text, ranked_verdicts_text
+from ._diff import diff_text
+from ._ranks import ranks_text
+from ._seeds import performance_line, throughput_line
+from ._snapshot import snapshot_text
+
+__all__ = [
+    "analysis_text",
+    "comparison_text",
+    "diagnosis_text",
+    "diff_text",
+    "performance_line",
+    "ranked_verdicts_text",
+    "ranks_text",
+    "series_line",
+    "snapshot_text",
+    "summary_text",
+    "throughput_line",
+]

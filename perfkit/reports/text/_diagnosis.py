@@ -1,0 +1,83 @@
+"""A run's diagnosis as text for a terminal (``perfkit summary``): the top verdict first, then tables."""
+
+from __future__ import annotations
+
+from ..._units import format_seconds
+from ...findings import Diagnosis
+from ...names import display_name, stage_label
+from ...run import RunData
+from ...stages import PARTS
+from ._lines import cut, safe, wide_width, wrap
+
+RANKED = 3
+"""Verdicts said when a run ends (its ``verdicts.json`` and ``perfkit summary`` have them all)."""
+
+
+def ranked_verdicts_text(diagnosis: Diagnosis, run_dir: object) -> str:
+    """A run's first verdicts, ranked by the share of its time they explain, as a monitor says them
+    when the run ends; empty when there are none."""
+    if diagnosis.top is None:
+        return ""
+    ranked = [
+        f"  {i}. {v.run_share:.0%} of the run: {safe(v.line)}"
+        for i, v in enumerate(diagnosis.verdicts[:RANKED], 1)
+    ]
+    head = "[perfkit] the run's verdicts, ranked by the share of its time they explain:"
+    return "\n".join([head, *ranked, f"  (all of them: perfkit summary {run_dir})"])
+
+
+def _job(run: RunData) -> str:
+    """The header's note on a directory several jobs wrote: which one this is."""
+    if len(run.jobs) < 2:
+        return ""
+    return f", job {display_name(run.job, 40)}: 1 of the {len(run.jobs)} jobs that wrote it (see below)"
+
+
+def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
+    """The summary of ``run``: its top verdict, every verdict by rank, each stage's account, memory."""
+    width = wide_width()
+    stages = ", ".join(stage_label(s.stage) for s in diagnosis.stages) or "none"
+    lines = [f"perfkit summary: {run.path} ({len(run.windows)} windows: {stages}){_job(run)}"]
+    top = diagnosis.top
+    lines.append(
+        f"TOP: {top.kind}, {top.run_share:.0%} of the run: {safe(top.message)}. {safe(top.action)}"
+        if top is not None
+        else "TOP: nothing stands out (no rule crossed its threshold)"
+    )
+    if diagnosis.verdicts:
+        lines += ["", "Verdicts, by the share of the run's time they explain:"]
+        for i, v in enumerate(diagnosis.verdicts, 1):
+            where = f"{display_name(v.stage, 24)} {v.epoch}"
+            shares = f"{v.share:>4.0%} of the epoch, {v.run_share:>4.0%} of run"
+            head = f"{i:>3}. {v.kind:<22} {where:<11} {shares}"
+            lines += [
+                head,
+                wrap(safe(v.message), width, "       "),
+                wrap(f"-> {safe(v.action)}", width, "       "),
+            ]
+    lines += ["", "Where the time went (each stage's last epoch):", _account_table(diagnosis)]
+    if diagnosis.memory_peaks_mb:
+        peaks = ", ".join(
+            f"{display_name(k)} {v:,.0f} MB" for k, v in sorted(diagnosis.memory_peaks_mb.items())
+        )
+        lines += ["", cut(f"Memory peaks: {peaks}", width)]
+    if diagnosis.abstentions:
+        said = "; ".join(
+            f"{a.rule} ({display_name(a.stage)}): no {safe(a.missing)}" for a in diagnosis.abstentions
+        )
+        lines += ["", cut(f"Could not judge: {said}", width * 3)]
+    if diagnosis.lost:
+        lines += ["", "Lost: " + ", ".join(f"{display_name(k)} {v:,.0f}" for k, v in diagnosis.lost.items())]
+    if run.problems:
+        lines += ["", "Missing from this run:", *(f"  {safe(p)}" for p in run.problems)]
+    return "\n".join(lines)
+
+
+def _account_table(diagnosis: Diagnosis) -> str:
+    head = f"  {'stage':<12}{'epochs':>7}{'epoch':>11}" + "".join(f"{p.replace('_', ' '):>14}" for p in PARTS)
+    rows = [head]
+    for s in diagnosis.stages:
+        wall = sum(s.account.values())
+        cells = "".join(f"{s.account_fractions[p]:>14.1%}" for p in PARTS)
+        rows.append(f"  {stage_label(s.stage):<12}{s.epochs:>7}{format_seconds(wall):>11}{cells}")
+    return "\n".join(rows)
