@@ -6,21 +6,19 @@ which propagates to them. Where nothing is configured, they go to a child of Lig
 logger, ``lightning.pytorch.perfkit``, and so to the console handler Lightning installs for
 its own messages. (Lightning's logger stops propagating when it installs that handler at
 import, which is before a Hydra app configures logging: a child of it would never reach
-Hydra's job log.) A line logged while tqdm bars are on screen would be spliced into a bar;
-it is logged inside ``tqdm.external_write_mode``, which clears the bars, lets the line out
-and draws them again.
+Hydra's job log.) ``perfkit.monitor.say_through`` makes that choice, and logs a line inside
+``tqdm.external_write_mode``, so a line is never spliced into a bar on screen.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
 import warnings
 
 from lightning.pytorch.utilities import rank_zero_only
 
 from perfkit import PerfkitWarning
+from perfkit.monitor import say_through
 
 log = logging.getLogger("perfkit.lightning")
 fallback = logging.getLogger("lightning.pytorch.perfkit")
@@ -29,11 +27,7 @@ fallback = logging.getLogger("lightning.pytorch.perfkit")
 @rank_zero_only
 def say(text: str, level: int = logging.INFO) -> None:
     """Log ``text`` on global rank 0 without breaking a progress bar."""
-    logger = log if logging.getLogger().hasHandlers() else fallback
-    tqdm = sys.modules.get("tqdm")
-    quiet = tqdm.tqdm.external_write_mode() if tqdm is not None else contextlib.nullcontext()
-    with quiet:
-        logger.log(level, text)
+    say_through(log, fallback, text, level)
 
 
 def warn(message: str) -> None:
