@@ -65,6 +65,12 @@ class Verdict:
     message: str
     evidence: Mapping[str, float] = field(default_factory=dict)
     action: str = ""
+    part: str | None = None
+    """The account part whose seconds ``share`` claims (``data_wait``, ``step``...); None for a
+    verdict that claims no time (memory growth) or a trace's."""
+    context: str = ""
+    """What else was seen that this cause explains (a symptom: evaluation slower than training,
+    steps slower than an earlier epoch), said before the message."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +84,8 @@ class Verdict:
             "message": self.message,
             "evidence": dict(self.evidence),
             "action": self.action,
+            "part": self.part,
+            "context": self.context,
         }
 
     @classmethod
@@ -94,6 +102,8 @@ class Verdict:
             message=str(data["message"]),
             evidence={str(k): float(v) for k, v in dict(data["evidence"]).items()},
             action=str(data["action"]),
+            part=None if data.get("part") is None else str(data["part"]),
+            context=str(data.get("context", "")),
         )
 
     @property
@@ -103,15 +113,20 @@ class Verdict:
         return f"{self.share:.0%} of {judged}"
 
     @property
+    def said(self) -> str:
+        """The message, after its context where a symptom was folded into this cause."""
+        return f"{self.context}; {self.message}" if self.context else self.message
+
+    @property
     def text(self) -> str:
         """The message and the action in one sentence, as a trace's findings list them."""
-        return f"{self.message}: {self.action}" if self.action else self.message
+        return f"{self.said}: {self.action}" if self.action else self.said
 
     @property
     def line(self) -> str:
         """The verdict in one line: kind, share, message, and what to do."""
         action = f" -> {self.action}" if self.action else ""
-        return f"{self.kind} ({self.where}): {self.message}{action}"
+        return f"{self.kind} ({self.where}): {self.said}{action}"
 
 
 @dataclass(frozen=True)
@@ -142,8 +157,10 @@ def verdict(
     stage: str = "",
     epoch: int = -1,
     weight: float = 1.0,
+    part: str | None = None,
 ) -> Verdict:
-    """A verdict for a judge to return: its rule gives it its kind. ``share`` is clamped to [0, 1]."""
+    """A verdict for a judge to return: its rule gives it its kind (and its part, unless ``part``
+    names another). ``share`` is clamped to [0, 1]."""
     share = max(0.0, min(1.0, share))
     return Verdict(
         "",
@@ -156,6 +173,7 @@ def verdict(
         message,
         dict(evidence or {}),
         action,
+        part,
     )
 
 
@@ -168,6 +186,8 @@ class Rule(Generic[S]):
     threshold: float
     why: str
     judge: Callable[[S], Outcome | Iterable[Verdict | Abstention]]
+    claims: str | None = None
+    """The account part whose seconds its verdicts explain (a judge may name another per verdict)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not _KIND.fullmatch(self.kind):
@@ -180,7 +200,9 @@ class Rule(Generic[S]):
             () if out is None else (out,) if isinstance(out, (Verdict, Abstention)) else out
         )
         return [
-            replace(x, kind=self.kind) if isinstance(x, Verdict) else replace(x, rule=self.kind)
+            replace(x, kind=self.kind, part=x.part or self.claims)
+            if isinstance(x, Verdict)
+            else replace(x, rule=self.kind)
             for x in found
         ]
 

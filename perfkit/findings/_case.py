@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .._rule import Abstention, Verdict, verdict
 from .._snapshot import Snapshot
-from ..names import FETCH, WAIT, fetch_series, is_stage_series, step_series, wait_series
+from ..names import FETCH, WAIT, fetch_series, is_stage_series, iter_series, step_series, wait_series
 from ..stages import StageWindow, worker_count
 
 
@@ -51,6 +51,7 @@ class Case:
         *,
         subject: str | None = None,
         evidence: dict[str, float] | None = None,
+        part: str | None = None,
     ) -> Verdict:
         """A verdict on this epoch (its rule names it); its run share weighs ``share`` by the stage's
         part of the run."""
@@ -64,6 +65,7 @@ class Case:
             stage=self.stage,
             epoch=self.window.epoch,
             weight=weight,
+            part=part,
         )
 
     def abstain(self, missing: str) -> Abstention:
@@ -151,19 +153,34 @@ def loop_s_per_batch(case: Case) -> float | None:
 
 
 def boundary(case: Case) -> tuple[float, float]:
-    """What starting the epoch cost: ``iter()`` on the loader, and how much longer the first batch
-    took than the others (a first batch no slower than the rest costs nothing extra; with several
-    loaders in the stage, each loader's first batch against its own others)."""
-    subjects = case.window.account.subjects.get("data_wait", {})
-    if case.window.account.first_batch_extra_s is not None:
-        return subjects.get("iter", 0.0), case.window.account.first_batch_extra_s
-    # run directories written before the account kept the extra: one loader per stage
-    started, first, rest = (
-        subjects.get("iter", 0.0),
-        subjects.get("first_batch", 0.0),
-        subjects.get("batches", 0.0),
-    )
+    """What starting the epoch cost beyond the loader's normal production: ``iter()`` on the loader
+    (worker start-up), and how much longer the first batch waited than making a batch takes.
+
+    The first batch of an epoch always waits for one batch to be made (nothing is prefetched
+    yet): with workers, a worker's time per batch; without, the same as any other batch. That
+    much is the loader's ordinary production, INPUT_BOUND's; only what exceeds it (a slow
+    ``worker_init_fn``, a dataset opened in each worker, a cold cache) is a cost of starting
+    over. With several loaders in the stage, each loader's first batch counts against its own.
+    """
+    a = case.window.account
+    subjects = a.subjects.get("data_wait", {})
+    started = subjects.get("iter", 0.0)
     wait = case.window.snapshot.get(wait_series(case.window.loader_name))
-    others = (wait.count - 1) if wait is not None else 0
-    typical = rest / others if others > 0 else 0.0
-    return started, max(0.0, first - typical)
+    starts = max(1, _starts(case))
+    others = (wait.count - starts) if wait is not None else 0
+    typical = subjects.get("batches", 0.0) / others if others > 0 else 0.0
+    if a.first_batch_extra_s is not None:
+        extra = a.first_batch_extra_s
+    else:  # run directories written before the account kept the extra: one loader per stage
+        extra = max(0.0, subjects.get("first_batch", 0.0) - typical)
+    w = workers(case.window.snapshot, case.window.loader_name)
+    if w is None:  # made in this process: the first batch costs what any batch does
+        return started, extra
+    # the first waits (extra over the typical wait, plus the typical wait) against one batch's making
+    return started, max(0.0, extra + typical * starts - w.batch_s * starts)
+
+
+def _starts(case: Case) -> int:
+    """How many times the stage's loader was started (``iter()``) in the epoch."""
+    started = case.window.snapshot.get(iter_series(case.window.loader_name))
+    return started.count if started is not None else 1

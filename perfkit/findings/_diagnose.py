@@ -18,8 +18,14 @@ from ..names import STAGES
 from ..run import RunData
 from ..stages import PARTS, StageWindow, cores_for_workers
 from ._case import Case
+from ._partition import partition
 from ._rules import RULES
 from ._verdict import Diagnosis, StageSummary
+
+RUN_FLOOR = 0.02
+"""A verdict explaining less of the run than this is context, not a problem: below a fiftieth of
+the run, following its action cannot pay for the attention it takes (run-to-run noise on a
+loaded machine is of that size)."""
 
 
 def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule[Case]] = RULES) -> Diagnosis:
@@ -62,9 +68,11 @@ def diagnose_windows(
         found, missing = judge(case, rules)
         verdicts += found
         abstained += missing
-    verdicts.sort(key=lambda v: (-v.run_share, v.kind))
+    verdicts.sort(key=lambda v: (-_urgent(v), -v.run_share, v.kind))
+    problems = [v for v in verdicts if _urgent(v) or v.run_share >= RUN_FLOOR]
     return Diagnosis(
-        verdicts=tuple(verdicts),
+        verdicts=tuple(problems),
+        context=tuple(v for v in verdicts if v not in problems),
         abstentions=tuple(abstained),
         stages=tuple(_summary(stage, by_stage[stage]) for stage in _ordered(by_stage)),
         memory_peaks_mb=_memory(w for ws in by_stage.values() for w in ws),
@@ -82,7 +90,13 @@ def judge(case: Case, rules: Sequence[Rule[Case]] = RULES) -> tuple[list[Verdict
                 found.append(outcome)
             else:
                 missing.append(outcome)
-    return sorted(found, key=lambda v: -v.share), missing
+    budget = {p: case.fraction(p) for p in PARTS}
+    return sorted(partition(found, budget), key=lambda v: (-_urgent(v), -v.share)), missing
+
+
+def _urgent(v: Verdict) -> bool:
+    """A risk that must come first whatever time it costs (memory that runs out within the horizon)."""
+    return v.severity == "critical"
 
 
 def _ordered(by_stage: dict[str, list[StageWindow]]) -> list[str]:
@@ -107,7 +121,7 @@ def _memory(windows: Iterable[StageWindow]) -> dict[str, float]:
     peaks: dict[str, float] = {}
     for w in windows:
         for name, g in w.snapshot.gauges.items():
-            if name.endswith("_mb"):
+            if name.endswith("_mb") and not name.startswith("system."):  # peaks of use, not of free memory
                 peaks[name] = max(peaks.get(name, 0.0), g.max)
     return peaks
 

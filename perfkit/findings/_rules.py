@@ -9,6 +9,7 @@ Adding a rule is adding an entry to ``RULES``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .._rule import Outcome, Rule, kinds
 from .._units import format_seconds
@@ -109,14 +110,25 @@ def epoch_boundary(case: Case) -> Outcome:
         return None
     message = (
         f"the start of each {stage_label(case.stage)} epoch costs {share:.0%}: {_ms(started)} to start "
-        f"the loader (iter(), worker start-up) and {_ms(first)} more for the first batch than for the others"
+        f"the loader (iter(), worker start-up) and {_ms(first)} more for the first batch than making a "
+        "batch takes"
     )
     w = workers(case.window.snapshot, case.window.loader_name)
-    if started >= first or (w is not None and first > 2 * w.batch_s):
-        # The first batch waited far longer than a worker takes to make one: the workers were starting.
-        action = "keep the workers between epochs (persistent_workers=True) and make worker_init_fn cheaper"
+    if started >= first:
+        action = (
+            "keep the workers between epochs (persistent_workers=True): they are started again each epoch"
+        )
+    elif w is not None:  # the workers' first batch waited past their normal time per batch
+        action = (
+            "each worker spends that before its first batch (a slow worker_init_fn, the dataset opened in "
+            "every worker): make it cheaper, or keep the workers between epochs (persistent_workers=True) "
+            "so it runs once"
+        )
     else:
-        action = "the first batch is slow: prefetch it (prefetch_factor) or make the first access cheaper"
+        action = (
+            "the first batch of each pass takes that much longer than the others (files opened or a cache "
+            "filled at every pass): do it once, before the first epoch"
+        )
     evidence = {"loader_iter_s": started, "first_batch_extra_s": first}
     return case.verdict(share, message, action, subject=case.window.loader_name, evidence=evidence)
 
@@ -214,7 +226,10 @@ def eval_slower_than_train(case: Case) -> Outcome:
     w, t = case.window, case.train
     if t is None or not t.samples or not w.samples:
         return case.abstain("a training window with samples to compare with")
-    mine, theirs = w.wall_s / w.samples, t.wall_s / t.samples
+    mine = w.wall_s / w.samples
+    # the reference the metrics and the console block use, where the window kept it: one ratio,
+    # the same wherever it is printed
+    theirs = w.reference_s_per_sample or t.wall_s / t.samples
     ratio = mine / theirs if theirs > 0 else math.inf
     if ratio < EVAL_MIN_RATIO:
         return None
@@ -281,7 +296,7 @@ def straggler(case: Case) -> Outcome:
     )
     action = f"make rank {rank}'s {what} as fast as the others' (its data shard, its files, its device)"
     evidence = {f"rank{r.rank}_{part}_s": spent[i] for i, r in enumerate(ranks)}
-    return case.verdict(share, message, action, subject=f"rank {rank}", evidence=evidence)
+    return case.verdict(share, message, action, subject=f"rank {rank}", evidence=evidence, part=part)
 
 
 # ---- over epochs ------------------------------------------------------------------------------------
@@ -314,6 +329,9 @@ def regression(case: Case) -> Outcome:
 
 
 MEMORY_MIN = 0.20
+HORIZON_S = 24 * 3600.0
+"""A leak that would exhaust the memory still free within a day of training at the current pace
+is a risk to act on now, whatever time it costs: its verdict is ``critical`` and ranks first."""
 
 
 def memory_growth(case: Case) -> Outcome:
@@ -327,27 +345,69 @@ def memory_growth(case: Case) -> Outcome:
     growth = last.max / first.max - 1 if first.max > 0 else 0.0
     if growth < MEMORY_MIN:
         return None
+    epochs = max(1, case.window.epoch - case.history[0].epoch)
+    per_epoch = (last.max - first.max) / epochs
     message = (
         f"process memory peak grew {growth:.0%} from {stage_label(case.stage)} epoch "
         f"{case.history[0].epoch} to {case.window.epoch} ({first.max:,.0f} MB -> {last.max:,.0f} MB)"
     )
+    evidence = {"rss_peak_growth": growth, "rss_growth_mb_per_epoch": per_epoch}
+    runway_s = math.inf
+    for where, grows, free in _memories(case, per_epoch, epochs):
+        runway = free / grows
+        if runway * case.wall_s >= runway_s:
+            continue
+        runway_s = runway * case.wall_s
+        evidence |= {"memory_free_mb": free, "epochs_to_exhaustion": runway}
+        projection = (
+            f"; at {grows:,.0f} MB an epoch, the {free:,.0f} MB still free {where} would run out in "
+            f"{runway:,.1f} epochs ({format_seconds(runway_s)} of training at this pace)"
+        )
+    if runway_s < math.inf:
+        message += projection
     action = "something is kept across steps or epochs (outputs, tensors with history, a cache)"
-    return case.verdict(0.0, message, action, evidence={"rss_peak_growth": growth})
+    v = case.verdict(0.0, message, action, evidence=evidence)
+    return replace(v, severity="critical") if runway_s <= HORIZON_S else v
+
+
+def _memories(case: Case, host_mb_per_epoch: float, epochs: int) -> list[tuple[str, float, float]]:
+    """Each memory the run grows into: where, MB gained per epoch, MB still free (the least seen in
+    the epoch). Host RAM from the sampler's free memory; each GPU from NVML's used and total."""
+    now, then = case.window.snapshot.gauges, case.history[0].snapshot.gauges
+    out = []
+    free = now.get("system.memory_available_mb")
+    if free is not None and host_mb_per_epoch > 0:
+        out.append(("in host memory", host_mb_per_epoch, free.min))
+    for name, used in now.items():
+        if not name.endswith(".memory_used_mb") or name not in then:
+            continue
+        device = name[: -len(".memory_used_mb")]
+        total = now.get(device + ".memory_total_mb")
+        grows = (used.max - then[name].max) / epochs
+        if total is not None and grows > 0:
+            out.append((f"on {device}", grows, max(0.0, total.max - used.max)))
+    return out
 
 
 RULES: tuple[Rule[Case], ...] = (
     Rule("INPUT_BOUND", ("data_wait", "worker_batch"), INPUT_MIN,
-         "below a tenth of the epoch, more workers buy little and transfer noise dominates", input_bound),
+         "below a tenth of the epoch, more workers buy little and transfer noise dominates", input_bound,
+         claims="data_wait"),
     Rule("EPOCH_BOUNDARY", ("loader_iter", "first_batch"), BOUNDARY_MIN,
-         "a twentieth of every epoch spent starting over is worth a persistent worker pool", epoch_boundary),
+         "a twentieth of every epoch spent starting over is worth a persistent worker pool", epoch_boundary,
+         claims="data_wait"),
     Rule("LOADER_SETUP", ("loader_setup",), SETUP_MIN,
-         "building loaders is one-off work: a tenth of an epoch means it is rebuilt too often", loader_setup),
+         "building loaders is one-off work: a tenth of an epoch means it is rebuilt too often", loader_setup,
+         claims="loader_setup"),
     Rule("COMPUTE_BOUND", ("step",), COMPUTE_MIN,
-         "when the step's own compute is most of the epoch, nothing else can win more", compute_bound),
+         "when the step's own compute is most of the epoch, nothing else can win more", compute_bound,
+         claims="step"),
     Rule("SLOW_SECTION", ("sections",), SECTION_MIN,
-         "a single timed block worth a tenth of the epoch is the first place to look", slow_section),
+         "a single timed block worth a tenth of the epoch is the first place to look", slow_section,
+         claims="step"),
     Rule("CALLBACK_OVERHEAD", ("callback hooks",), CALLBACK_MIN,
-         "a callback is meant to watch training: a twentieth of the epoch is a tax", callback_overhead),
+         "a callback is meant to watch training: a twentieth of the epoch is a tax", callback_overhead,
+         claims="callbacks"),
     Rule("EVAL_SLOWER_THAN_TRAIN", ("samples", "training window"), EVAL_MIN_RATIO,
          "evaluation does less work per sample than training (no backward): 1.5x is past any normal cost",
          eval_slower_than_train),

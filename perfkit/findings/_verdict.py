@@ -51,6 +51,8 @@ class Diagnosis:
 
     verdicts: tuple[Verdict, ...]
     abstentions: tuple[Abstention, ...] = ()
+    context: tuple[Verdict, ...] = ()
+    """Verdicts below the run's floor (``RUN_FLOOR``): true, but not worth acting on."""
     stages: tuple[StageSummary, ...] = ()
     memory_peaks_mb: Mapping[str, float] = field(default_factory=dict)
     lost: Mapping[str, float] = field(default_factory=dict)
@@ -64,6 +66,7 @@ class Diagnosis:
         return {
             "format": FORMAT,
             "verdicts": [v.to_dict() for v in self.verdicts],
+            "context": [v.to_dict() for v in self.context],
             "abstained": [a.to_dict() for a in self.abstentions],
             "stages": {s.stage: s.to_dict() for s in self.stages},
             "memory_peaks_mb": dict(self.memory_peaks_mb),

@@ -169,10 +169,13 @@ class ProcessSource:
 
     def sample(self, warn: WarnOnce) -> dict[str, float]:
         ps, proc = self._ps, self._proc
+        system = ps.virtual_memory()
         out = {
             "process.rss_mb": proc.memory_info().rss / _MB,
             "process.cpu_percent": proc.cpu_percent(None),
-            "system.memory_percent": ps.virtual_memory().percent,
+            "system.memory_percent": system.percent,
+            # what the process could still grow into: MEMORY_GROWTH's projection reads its least
+            "system.memory_available_mb": system.available / _MB,
         }
         total = 0.0
         alive = 0

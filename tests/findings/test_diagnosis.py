@@ -41,6 +41,7 @@ def test_the_json_is_the_documented_format(run_dir: Path, capsys: pytest.Capture
     assert set(data) == {
         "format",
         "verdicts",
+        "context",
         "abstained",
         "stages",
         "memory_peaks_mb",
@@ -61,6 +62,8 @@ def test_the_json_is_the_documented_format(run_dir: Path, capsys: pytest.Capture
         "message",
         "evidence",
         "action",
+        "part",
+        "context",
     }
     assert all(set(v) == fields for v in data["verdicts"])
     assert set(data["stages"]) == {"train", "val"}
@@ -118,9 +121,15 @@ def test_a_regression_must_exceed_the_noise(clock: FakeClock, reg: perfkit.Regis
             reg.record("train.step", t, clock())
         windows.append(stage_window("train", epoch, reg.snapshot(since=start), wall_s=0.02 * 20 + 0.1))
     noisy = diagnose_windows(windows[:3], cores=2)  # 10 -> 11 ms inside a spread of +-4 ms: noise
-    assert "REGRESSION" not in {v.kind for v in noisy.verdicts}
+    assert not any("got slower" in v.said for v in noisy.verdicts)
     grown = diagnose_windows([*windows[:2], windows[3]], cores=2)
-    assert "REGRESSION" in {v.kind for v in grown.verdicts}
+    # the steps growing is said inside the step's verdict, the cause that owns those seconds
+    (step,) = [v for v in grown.verdicts if v.part == "step"]
+    assert (step.kind, step.context.split(":")[0]) == (
+        "COMPUTE_BOUND",
+        "training steps got slower from epoch 1 to 3",
+    )
+    assert "REGRESSION" not in {v.kind for v in grown.verdicts}
 
 
 def test_report_finds_the_run_in_a_loggers_version_directory(

@@ -155,9 +155,13 @@ class Rows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return self.x[i], self.x[i].sum(0, keepdim=True)
 
 
+SLOW_COLLATE_S = 0.06
+"""What ``slow_collate`` plants per batch: a worker's time to make one."""
+
+
 def slow_collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
     with perfkit.section("slow_collate"):
-        time.sleep(0.06)
+        time.sleep(SLOW_COLLATE_S)
         return torch.stack([x for x, _ in items]), torch.stack([y for _, y in items])
 
 

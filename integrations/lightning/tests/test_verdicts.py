@@ -19,7 +19,7 @@ from perfkit.run import read_run
 from perfkit.stages import PARTS
 
 from .jobs import run_job
-from .planted import TRUTH, Plan, Planted, TruthLoader, fit, plant, slow_collate, slow_init
+from .planted import SLOW_COLLATE_S, TRUTH, Plan, Planted, TruthLoader, fit, plant, slow_collate, slow_init
 
 TOLERANCE = 0.10  # points of share between a verdict and the truth
 CAUSES = {"INPUT_BOUND", "EPOCH_BOUNDARY", "LOADER_SETUP", "SLOW_SECTION", "CALLBACK_OVERHEAD", "STRAGGLER"}
@@ -58,14 +58,21 @@ def run(
         a = window.window.account
         assert sum(a.seconds(p) for p in PARTS) == pytest.approx(window.wall_s, rel=0.02)
         assert a.overlap_s <= 0.02 * window.wall_s
+    claimed: dict[tuple[str, int], float] = {}
+    for v in (*diagnosis.verdicts, *diagnosis.context):  # each second has one owner
+        claimed[(v.stage, v.epoch)] = claimed.get((v.stage, v.epoch), 0.0) + v.share
+    assert all(total <= 1.0 + 1e-9 for total in claimed.values()), claimed
     return diagnosis
 
 
-def wait_truth(stage: str) -> tuple[float, float]:
-    """The last epoch's wait for batches past its start, and its start (iter + the first batch's extra)."""
+def wait_truth(stage: str, made_s: float | None = None) -> tuple[float, float]:
+    """The last epoch's steady wait for batches, and its start: iter() and what the first batch
+    waited beyond its making (``made_s``: the planted time a worker takes per batch; without
+    workers, the other batches' mean wait). The first batch's making is the loader's steady wait."""
     waits = TRUTH.inside(TRUTH.waits[stage], stage)
     iters = sum(TRUTH.inside(TRUTH.iters[stage], stage))
-    first_extra = max(0.0, waits[0] - statistics.fmean(waits[1:])) if len(waits) > 1 else 0.0
+    typical = made_s if made_s is not None else statistics.fmean(waits[1:]) if len(waits) > 1 else waits[0]
+    first_extra = max(0.0, waits[0] - typical)
     wall = TRUTH.wall(stage)
     return (sum(waits) - first_extra) / wall, (iters + first_extra) / wall
 
@@ -81,7 +88,7 @@ def test_slow_collate_in_too_few_workers_is_input_bound(against_truth: Check, tm
     top = d.verdicts[0]
     assert (top.kind, top.stage, top.subject) == ("INPUT_BOUND", "train", "train")
     assert "slow_collate running in the workers" in top.message  # what the loop was waiting for
-    against_truth(top, wait_truth("train")[0])
+    against_truth(top, wait_truth("train", made_s=SLOW_COLLATE_S)[0])
     assert only_causes(d, {"INPUT_BOUND", "EPOCH_BOUNDARY"}) == []
     # stall attribution: nearly every second the loop waited, a worker was in slow_collate
     last = read_run(tmp_path / "run").windows[-1].window
@@ -199,6 +206,22 @@ def test_workers_restarted_each_epoch_with_a_slow_init_are_an_epoch_boundary(
     assert only_causes(d, {"EPOCH_BOUNDARY", "INPUT_BOUND"}) == []
 
 
+def test_validation_workers_restarted_with_a_slow_init_are_the_cause_and_slower_than_training_its_context(
+    against_truth: Check, tmp_path: Path
+) -> None:
+    """The first user's case: validation 3x slower than training per sample because its workers
+    restart every epoch with a slow worker_init_fn. The cause comes first, with its action; the
+    symptom is said inside it, not as a competing verdict with another action."""
+    plan = Plan(workers=2, persistent=False, worker_init=slow_init, train_step_s=0.01, train_n=64, val_n=16)
+    d = run(tmp_path, plan)
+    val = [v for v in d.verdicts if v.stage == "val"]
+    assert val[0].kind == "EPOCH_BOUNDARY"
+    assert "persistent_workers" in val[0].action
+    assert "training's time per sample" in val[0].context
+    assert "EVAL_SLOWER_THAN_TRAIN" not in [v.kind for v in (*d.verdicts, *d.context)]
+    against_truth(val[0], wait_truth("val")[1])
+
+
 def test_a_control_with_nothing_planted_claims_no_cause(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     d = run(tmp_path, Plan(compute=256, train_n=32))
@@ -224,8 +247,9 @@ def test_compare_two_runs_says_what_changed_and_why(tmp_path: Path) -> None:
     from perfkit._cli import main
 
     # a batch: 40 ms in one worker, 20 ms in two against a 50 ms step; what two workers leave (moving
-    # each batch between processes, ~1 ms here) stays far below INPUT_BOUND's threshold
-    slow = Plan(train_n=32, train_getitem_s=0.01, train_step_s=0.05)
+    # each batch between processes, ~1 ms here, and making the first batch of each epoch, 40 ms over
+    # 16 steps) stays far below INPUT_BOUND's threshold
+    slow = Plan(train_n=64, train_getitem_s=0.01, train_step_s=0.05)
     run(tmp_path / "a", slow, limit_val_batches=0)
     run(tmp_path / "b", Plan(**{**slow.__dict__, "workers": 2}), limit_val_batches=0)
     c = compare_runs(read_run(tmp_path / "a" / "run"), read_run(tmp_path / "b" / "run"))

@@ -147,13 +147,13 @@ def _headline(diagnosis: Diagnosis) -> str:
         return '<p class="headline">Nothing stands out: no rule of perfkit crossed its threshold.</p>'
     return (
         f'<p class="headline"><strong>{e(top.kind)}</strong> · {top.run_share:.0%} of the run: '
-        f"{e(top.message)}. <em>{e(top.action)}</em></p>"
+        f"{e(top.said)}. <em>{e(top.action)}</em></p>"
     )
 
 
 def _findings(diagnosis: Diagnosis, problems: Sequence[str]) -> str:
     rows = [
-        [f"{i}", v.kind, f"{v.stage} {v.epoch}", f"{v.share:.0%}", f"{v.run_share:.0%}", v.message, v.action]
+        [f"{i}", v.kind, f"{v.stage} {v.epoch}", f"{v.share:.0%}", f"{v.run_share:.0%}", v.said, v.action]
         for i, v in enumerate(diagnosis.verdicts, 1)
     ]
     out = (

@@ -29,6 +29,6 @@ def comparison_text(c: Comparison) -> str:
             lines += [
                 "",
                 f"{title}:",
-                *(f"  {v.kind} ({display_name(v.stage)}): {safe(v.message)}" for v in verdicts),
+                *(f"  {v.kind} ({display_name(v.stage)}): {safe(v.said)}" for v in verdicts),
             ]
     return "\n".join(lines)

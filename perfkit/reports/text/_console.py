@@ -34,7 +34,7 @@ def summary_text(
     lines = [head]
     if verdict is not None:
         lines.append(
-            f"  verdict  {verdict.kind} ({verdict.share:.0%}): {display_name(verdict.message, None)} -> "
+            f"  verdict  {verdict.kind} ({verdict.share:.0%}): {display_name(verdict.said, None)} -> "
             + display_name(verdict.action, None)
         )
     lines.append("  time     " + _account_line(window))

@@ -40,7 +40,7 @@ def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
     lines = [f"perfkit summary: {run.path} ({len(run.windows)} windows: {stages}){_job(run)}"]
     top = diagnosis.top
     lines.append(
-        f"TOP: {top.kind}, {top.run_share:.0%} of the run: {safe(top.message)}. {safe(top.action)}"
+        f"TOP: {top.kind}, {top.run_share:.0%} of the run: {safe(top.said)}. {safe(top.action)}"
         if top is not None
         else "TOP: nothing stands out (no rule crossed its threshold)"
     )
@@ -52,9 +52,18 @@ def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
             head = f"{i:>3}. {v.kind:<22} {where:<11} {shares}"
             lines += [
                 head,
-                wrap(safe(v.message), width, "       "),
+                wrap(safe(v.said), width, "       "),
                 wrap(f"-> {safe(v.action)}", width, "       "),
             ]
+    if diagnosis.context:
+        lines += ["", "Context (true, each under the run's floor of what is worth acting on):"]
+        lines += [
+            cut(
+                f"  {v.kind} ({display_name(v.stage)} {v.epoch}, {v.run_share:.1%} of run): {safe(v.said)}",
+                width,
+            )
+            for v in diagnosis.context
+        ]
     lines += ["", "Where the time went (each stage's last epoch):", _account_table(diagnosis)]
     if diagnosis.memory_peaks_mb:
         peaks = ", ".join(
