@@ -111,3 +111,21 @@ def test_the_minimal_lightning_example(tmp_path: Path, monkeypatch: pytest.Monke
     runpy.run_path(str(ROOT / "examples" / "lightning_minimal.py"), run_name="__main__")
     (csv,) = tmp_path.glob("lightning_logs/minimal/version_0/metrics.csv")
     assert "perf/train/step_ms_p95" in csv.read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize(("example", "args"), [("accelerate_loop.py", []), ("fabric_loop.py", ["1"])])
+def test_the_accelerate_and_fabric_loops_write_a_run_and_log_each_epoch(
+    tmp_path: Path, example: str, args: list[str]
+) -> None:
+    """One process here (two: tests/torch/test_ranked_loops.py runs the same recipe under both)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / example), str(tmp_path / "run"), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("[perfkit] train epoch") == 2
+    lines = (tmp_path / "run" / "windows.jsonl").read_text().splitlines()
+    assert len(lines) == 2
