@@ -20,6 +20,14 @@ and their account), ``perfkit.run`` (script windows, the run directory), ``perfk
 profiler windows), and ``perfkit.names`` (the names of every series and mark).
 """
 
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 from ._accel import hot_path
 from ._api import cursor, reset, snapshot
 from ._chrome import write_chrome_trace
@@ -33,7 +41,13 @@ from ._timing import timed
 from ._version import __version__
 from ._warn import PerfkitWarning
 from .resources import ResourceSampler
-from .run import window
+from .run import window as _run_window
+
+if TYPE_CHECKING:
+    from .monitor import StageMonitor
+    from .run import RunWriter, ScriptWindow
+    from .sinks import Sink
+    from .stages import StageListener
 
 
 def report(snapshot: Snapshot | None = None) -> str:
@@ -79,3 +93,78 @@ __all__ = [
     "window",
     "write_chrome_trace",
 ]
+
+
+def window(
+    stage: str,
+    *,
+    epoch: int,
+    sinks: Sequence[Sink] = (),
+    run: RunWriter | None = None,
+    registry: Registry | None = None,
+    step: int | None = None,
+    listeners: Sequence[StageListener] = (),
+    gather: Callable[[Any], Sequence[Any]] | None = None,
+    rank: int | None = None,
+    console: bool = True,
+) -> ScriptWindow:
+    """One stage epoch of a plain script: metrics to ``run`` and ``sinks`` when the block ends, and
+    the epoch's block (its account and top verdict) logged through ``logging`` (``console=False``: none).
+
+    The rest is ``perfkit.run.window``: ``gather=perfkit.torch.gather_ranks`` merges the ranks of a
+    job of several processes (every rank enters the same windows in the same order; ``rank``
+    defaults to torch.distributed's), and only rank 0 sends and logs (docs/accelerate-fabric.md).
+
+    >>> import perfkit, numpy as np
+    >>> with perfkit.window("val", epoch=0, registry=perfkit.Registry(), console=False) as w:
+    ...     for batch in w.iterate([np.zeros((2, 8)), np.zeros((2, 8))]):
+    ...         pass
+    >>> w.metrics["perf/val/steps"], w.metrics["perf/val/samples"]
+    (2.0, 4.0)
+    """
+    if rank is None:
+        rank = _distributed_rank() if gather is not None else 0
+    if console:
+        owner = run if run is not None else registry or get_registry()  # as the windows' own state
+        listeners = [*listeners, _monitor(owner, stage, rank)]
+    return _run_window(
+        stage,
+        epoch=epoch,
+        sinks=sinks,
+        run=run,
+        registry=registry,
+        step=step,
+        listeners=listeners,
+        gather=gather,
+        rank=rank,
+    )
+
+
+_MONITORS: weakref.WeakKeyDictionary[object, StageMonitor] = weakref.WeakKeyDictionary()
+
+
+def _monitor(owner: object, stage: str, rank: int) -> StageMonitor:
+    """The console of a run's windows (one per run: a verdict compares an epoch with the first ones)."""
+    from .monitor import StageMonitor
+
+    monitor = _MONITORS.get(owner)
+    if monitor is None:
+        monitor = _MONITORS[owner] = StageMonitor(say=_say)
+    monitor.publish = rank == 0  # only rank 0 says
+    if stage not in monitor.stages:
+        monitor.stages = (*monitor.stages, stage)
+    return monitor
+
+
+def _say(text: str) -> None:
+    from .monitor import console_logger, say_through
+
+    say_through(logging.getLogger("perfkit.run"), console_logger("perfkit.run.console"), text)
+
+
+def _distributed_rank() -> int:
+    """This process's rank in torch.distributed's process group, 0 without one (or without torch)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return 0
+    return int(dist.get_rank())

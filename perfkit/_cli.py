@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TextIO, TypeAlias
 
 from .names import OLD_RUN_DIR_NAMES, RUN_DIR_NAME
 
@@ -124,7 +124,8 @@ def _report(args: argparse.Namespace) -> int:
     from .reports import write_html_report
 
     try:
-        path = write_html_report(find_run_dir(args.run_dir), args.out, job=args.job)
+        run_dir, others = locate_run(args.run_dir)
+        path = write_html_report(run_dir, args.out, job=args.job)
     except (ImportError, OSError, ValueError) as exc:  # matplotlib missing; not a run directory
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 2
@@ -132,12 +133,17 @@ def _report(args: argparse.Namespace) -> int:
         print(f"perfkit: internal error: cannot report {args.run_dir}: {exc!r}"[:500], file=sys.stderr)
         return 1
     print(path)
+    _say_others(args.run_dir, others, "report", sys.stderr)
     return 0
 
 
 def _add_summary(subparsers: Subparsers) -> None:
     p = subparsers.add_parser("summary", help="a run directory's verdicts and time account, in the terminal")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, or a logger's version directory")
+    p.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        help="a run directory, or a folder above runs (the newest is summarised)",
+    )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/diagnosis.md)")
     _add_job_option(p)
     p.set_defaults(run=_summary)
@@ -147,7 +153,8 @@ def _summary(args: argparse.Namespace) -> int:
     from .findings import diagnose
     from .reports import diagnosis_text
 
-    run = readable_run(args.run_dir, job=args.job)
+    run_dir, others = locate_run(args.run_dir)
+    run = readable_run(str(run_dir), job=args.job)
     diagnosis = diagnose(run)
     if args.json:
         jobs = [j.to_dict() for j in run.jobs]
@@ -159,6 +166,7 @@ def _summary(args: argparse.Namespace) -> int:
         )
     else:
         print(diagnosis_text(run, diagnosis))
+    _say_others(args.run_dir, others, "summary", sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -176,7 +184,8 @@ def _compare(args: argparse.Namespace) -> int:
     from .findings import compare_runs
     from .reports import comparison_text
 
-    a, b = readable_run(args.run_a, job=args.job_a), readable_run(args.run_b, job=args.job_b)
+    (dir_a, others_a), (dir_b, others_b) = locate_run(args.run_a), locate_run(args.run_b)
+    a, b = readable_run(str(dir_a), job=args.job_a), readable_run(str(dir_b), job=args.job_b)
     stages_a, stages_b = {w.stage for w in a.windows}, {w.stage for w in b.windows}
     if not stages_a & stages_b:
         raise ValueError(
@@ -184,6 +193,8 @@ def _compare(args: argparse.Namespace) -> int:
         )
     comparison = compare_runs(a, b)
     print(json.dumps(comparison.to_dict(), indent=2) if args.json else comparison_text(comparison))
+    _say_others(args.run_a, others_a, "summary", sys.stderr)
+    _say_others(args.run_b, others_b, "summary", sys.stderr)
     return 0
 
 
@@ -200,19 +211,47 @@ def readable_run(path: str, *, job: str | None = None) -> RunData:
 
 
 def find_run_dir(path: str) -> Path:
-    """``path`` itself, or its ``perfkit-run/`` folder (``perfkit/`` before 0.2) when ``path`` is a
-    logger's version directory or a Trainer's output directory.
+    """The run directory ``path`` names (see ``locate_run``).
 
     >>> find_run_dir("no/such/dir")
     PosixPath('no/such/dir')
     """
+    return locate_run(path)[0]
+
+
+def locate_run(path: str) -> tuple[Path, list[Path]]:
+    """The run directory ``path`` names, and the other runs found with it, newest first.
+
+    ``path`` itself, or its ``perfkit-run/`` folder (``perfkit/`` before 0.2: a logger's version
+    directory, a Trainer's output directory); else, for a folder above runs (``lightning_logs/``,
+    Hydra's ``outputs/``), the newest run directory below it (``perfkit.run.find_runs``).
+    """
     given = Path(path)
     if (given / "windows.jsonl").exists():
-        return given
+        return given, []
     for name in (RUN_DIR_NAME, *OLD_RUN_DIR_NAMES):
         if (given / name / "windows.jsonl").exists():
-            return given / name
-    return given
+            return given / name, []
+    if given.is_dir():
+        from .run import find_runs
+
+        runs = find_runs(given)
+        if runs:
+            return runs[0], runs[1:]
+    return given, []
+
+
+def _say_others(given: str, others: list[Path], command: str, out: TextIO) -> None:
+    """One line naming the runs below ``given`` that were not read, and how to read one."""
+    if not others:
+        return
+    shown = ", ".join(str(p) for p in others[:SHOWN]) + (", ..." if len(others) > SHOWN else "")
+    runs = "run" if len(others) == 1 else "runs"
+    print(f"{len(others)} other {runs} below {given}: {shown} (perfkit {command} PATH)", file=out)
+
+
+SHOWN = 5
+"""Other runs named by path in that line."""
 
 
 def _version() -> str:

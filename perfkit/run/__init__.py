@@ -4,8 +4,10 @@ with perfkit.window("val", epoch=0, sinks=[RunWriter("runs/exp1")]) as w:
     for batch in w.iterate(loader):
         ...
 read_run("runs/exp1").windows[0].metric("step_ms_p95")
+find_runs("lightning_logs")[0]            # the newest run directory below a folder
 """
 
+from ._find import find_runs
 from ._jobs import RunJob
 from ._reader import RunData, RunTrace, RunWindow, read_run
 from ._script import ScriptWindow, window
@@ -21,6 +23,7 @@ __all__ = [
     "ScriptWindow",
     "describe_os_error",
     "file_stem",
+    "find_runs",
     "read_run",
     "this_job",
     "window",

@@ -17,13 +17,20 @@ its metrics (``perf/val/step_ms_p95``, ... as the Lightning integration logs the
 every sink through a ``SinkFanout`` (a sink that raises is warned about once; the block
 itself is never affected), and ``w.metrics`` holds them. A loader instrumented under the
 stage's name (``perfkit.torch.instrument(loader, "train")``) adds its workers' time.
+
+In a job of several processes (``accelerate launch``, Lightning Fabric, ``torchrun``), give
+every rank ``gather=perfkit.torch.gather_ranks`` and its ``rank``: each window's end is then one
+collective that merges the ranks (``window.ranks`` holds each rank's account), so every rank
+must open and close the same windows in the same order (a window only rank 0 enters waits for
+the others forever). Every rank records and gets the merged ``w.metrics``; only rank 0 sends
+them to the sinks and the run, so give the others ``run=None``.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
@@ -39,6 +46,8 @@ from ._writer import RunWriter
 T = TypeVar("T")
 SLOWEST = 5
 """Slowest steps kept per window, with their index in the loop."""
+Gather = Callable[[Any], Sequence[Any]]
+"""Every rank's object, in rank order: ``perfkit.torch.gather_ranks``."""
 
 
 @dataclass
@@ -80,6 +89,8 @@ class ScriptWindow:
         registry: Registry | None = None,
         step: int | None = None,
         listeners: Sequence[StageListener] = (),
+        gather: Gather | None = None,
+        rank: int = 0,
     ) -> None:
         self.stage = check_name(stage, "stage")
         self.epoch = check_int(epoch, "epoch")
@@ -91,6 +102,10 @@ class ScriptWindow:
         self.registry = registry or current_registry()
         self.step = None if step is None else check_int(step, "step")
         self.listeners = _check_listeners(listeners)
+        if gather is not None and not callable(gather):
+            raise TypeError(f"gather must be callable or None (perfkit.torch.gather_ranks), got {gather!r}")
+        self.gather = gather
+        self.rank = check_int(rank, "rank")
         self.window: StageWindow | None = None
         self.metrics: dict[str, float] = {}
         self._shared: _Shared | None = None
@@ -103,9 +118,10 @@ class ScriptWindow:
         self._entered = True
         if SWITCH.on:
             self._shared = _shared(self.run if self.run is not None else self.registry, self.registry)
-            mine = self._shared.recorder.listeners
-            mine += [x for x in self.listeners if x not in mine]
-            self._shared.recorder.begin(self.stage, self.epoch)
+            recorder = self._shared.recorder
+            recorder.gather, recorder.rank = self.gather, self.rank
+            recorder.listeners += [x for x in self.listeners if x not in recorder.listeners]
+            recorder.begin(self.stage, self.epoch)
         return self
 
     def __exit__(
@@ -129,6 +145,8 @@ class ScriptWindow:
         self.metrics = stage_metrics(window)
         step = shared.windows if self.step is None else self.step
         shared.windows += 1
+        if self.rank != 0:  # the merged window is rank 0's to send
+            return
         SinkFanout(self.sinks, failures=shared.sink_failures).emit(window, self.metrics, step)
 
     def iterate(self, iterable: Iterable[T]) -> Iterator[T]:
@@ -189,24 +207,36 @@ def window(
     registry: Registry | None = None,
     step: int | None = None,
     listeners: Sequence[StageListener] = (),
+    gather: Gather | None = None,
+    rank: int = 0,
 ) -> ScriptWindow:
     """One stage epoch of a plain script: metrics to ``run`` and ``sinks`` when the block ends.
 
     ``step`` is what sinks get as the step (default: a counter of the run's windows);
-    ``listeners`` follow the stage epoch as it runs (``perfkit.torch.ProfilerWindows``).
+    ``listeners`` follow the stage epoch as it runs (``perfkit.torch.ProfilerWindows``);
+    ``gather`` merges the ranks of a job of several processes, ``rank`` is this one's (only
+    rank 0 sends: see the module docstring).
     Training's time per sample is remembered per run (per registry without one) as the
     reference of the other stages' ``time_per_sample_vs_train_ratio``.
 
     >>> import perfkit, numpy as np
     >>> reg = perfkit.Registry()
-    >>> with perfkit.window("val", epoch=0, registry=reg) as w:
+    >>> with window("val", epoch=0, registry=reg) as w:
     ...     for batch in w.iterate([np.zeros((2, 8)), np.zeros((2, 8))]):
     ...         pass
     >>> w.metrics["perf/val/steps"], w.metrics["perf/val/samples"]
     (2.0, 4.0)
     """
     return ScriptWindow(
-        stage, epoch=epoch, sinks=sinks, run=run, registry=registry, step=step, listeners=listeners
+        stage,
+        epoch=epoch,
+        sinks=sinks,
+        run=run,
+        registry=registry,
+        step=step,
+        listeners=listeners,
+        gather=gather,
+        rank=rank,
     )
 
 

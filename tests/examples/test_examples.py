@@ -128,3 +128,21 @@ def test_the_hugging_face_example_writes_its_run_under_the_output_dir(tmp_path: 
     assert said.count("[perfkit] val epoch") == 2
     assert "the run's verdicts" in said
     assert (tmp_path / "perfkit-run" / "verdicts.json").exists()
+
+
+@pytest.mark.parametrize(("example", "args"), [("accelerate_loop.py", []), ("fabric_loop.py", ["1"])])
+def test_the_accelerate_and_fabric_loops_write_a_run_and_log_each_epoch(
+    tmp_path: Path, example: str, args: list[str]
+) -> None:
+    """One process here (two: tests/torch/test_ranked_loops.py runs the same recipe under both)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / example), str(tmp_path / "run"), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("[perfkit] train epoch") == 2
+    lines = (tmp_path / "run" / "windows.jsonl").read_text().splitlines()
+    assert len(lines) == 2

@@ -68,7 +68,9 @@ def test_the_page_opens_with_the_top_verdict_and_lists_every_verdict_by_rank(pag
     headline = re.search(r'<p class="headline">(.*?)</p>', page)
     assert headline
     # the cause, with the symptom it explains said first (validation slower than training per sample)
-    assert headline.group(1).startswith("<strong>INPUT_BOUND</strong> · 46% of the run: validation takes 2.1x")
+    assert headline.group(1).startswith(
+        "<strong>INPUT_BOUND</strong> · 46% of the run: validation takes 2.1x"
+    )
     assert "; validation waits for its data loader" in headline.group(1)
     rows = re.findall(
         r"<tr><td>(\d+)</td><td>(\w+)</td><td>(\w+ \d+)</td><td>(\d+%)</td>", section(page, "findings")

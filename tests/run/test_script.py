@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,53 @@ def test_windows_go_to_the_run_directory_with_a_window_counter_as_step(
     assert {x["prefix"] for x in lines} == {"perf"}
     assert sink.got[1][2] == lines[1]["metrics"]
     assert [s["duration_s"] for s in lines[0]["slowest"]] == [pytest.approx(0.002)] * 3
+
+
+def two_ranks(rank: int) -> Callable[[Any], list[Any]]:
+    """A gather of a two-process job, played in one process: the other rank did exactly the same."""
+
+    def gather(mine: Any) -> list[Any]:
+        other = dataclasses.replace(mine, rank=1 - rank)
+        return [mine, other] if rank == 0 else [other, mine]
+
+    return gather
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_under_a_gather_every_rank_gets_the_merge_and_only_rank_0_sends(
+    tmp_path: Path, clock: FakeClock, reg: perfkit.Registry, rank: int
+) -> None:
+    run, sink = RunWriter(tmp_path / "run"), Recorder()
+    m = epoch(
+        clock, reg, "train", wait_ms=1, body_ms=5, run=run, sinks=[sink], gather=two_ranks(rank), rank=rank
+    )
+    assert m["perf/train/steps"] == 6.0  # 3 on each rank
+    assert m["perf/train/data_wait_fraction"] == pytest.approx(1 / 6)
+    lines = tmp_path / "run" / "windows.jsonl"
+    sent = (len(sink.got), len(lines.read_text().splitlines()) if lines.exists() else 0)
+    assert sent == ((1, 1) if rank == 0 else (0, 0))
+
+
+def test_perfkit_window_logs_the_epochs_block_on_rank_0_unless_told_not_to(
+    clock: FakeClock, reg: perfkit.Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    def block(**kw: Any) -> list[str]:
+        caplog.clear()
+        with (
+            caplog.at_level(logging.INFO, logger="perfkit.run"),
+            perfkit.window("val", epoch=0, registry=reg, **kw) as w,
+        ):
+            for _ in w.iterate(SlowLoader(clock, batches=3, size=4, wait_ns=MS)):
+                clock.advance(2 * MS)
+        return [r.getMessage() for r in caplog.records if r.name == "perfkit.run"]
+
+    (said,) = block()
+    assert said.startswith("[perfkit] val epoch 0: 3 steps in 9.00 ms")
+    assert "data wait 33% · step 67%" in said
+    assert block(console=False) == []
+    assert block(gather=two_ranks(1), rank=1) == []
+    (merged,) = block(gather=two_ranks(0))  # rank: torch.distributed's, 0 without a process group
+    assert merged.startswith("[perfkit] val epoch 0: 6 steps")
 
 
 def test_an_exception_in_the_block_closes_the_window_and_propagates_unchanged(
