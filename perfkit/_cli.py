@@ -7,6 +7,7 @@
     perfkit summary lightning_logs/version_0 --json
     perfkit summary runs/exp1 --job 4121          # a directory two jobs wrote: pick one
     perfkit compare runs/baseline runs/more_workers
+    perfkit run -- python train.py --lr 0.1         # times the script unchanged, then its verdicts
 
 A new subcommand is a ``_add_<name>(subparsers)`` function that sets ``run`` (a callable taking
 the parsed arguments, printing, returning the exit code) and one entry in ``_COMMANDS``. Bad
@@ -198,6 +199,60 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_run(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run a training command unchanged, timing its DataLoaders, then print its verdicts",
+        description="perfkit run [--run-dir DIR] [--no-console] -- python train.py ARGS "
+        "(or: python -m module ARGS, torchrun ... train.py ARGS, train.py ARGS)",
+    )
+    p.add_argument("--run-dir", metavar="DIR", default=RUN_DIR_NAME, help=f"default ./{RUN_DIR_NAME}")
+    p.add_argument("--no-console", action="store_true", help="print nothing (verdicts.json is still written)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    p.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ._launch import LaunchError, launch
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("perfkit: error: run needs a command: perfkit run -- python train.py ARGS", file=sys.stderr)
+        return 2
+    run_dir = Path(args.run_dir)
+    before = _size(run_dir / "windows.jsonl")
+    try:
+        code = launch(command, run_dir)
+    except LaunchError as exc:
+        print(f"perfkit: error: {exc}", file=sys.stderr)
+        return exc.code
+    if _size(run_dir / "windows.jsonl") == before:
+        said = f"perfkit run: no DataLoader was iterated: nothing timed, {run_dir} not written"
+    else:
+        said = _verdicts(run_dir)
+    if not args.no_console:
+        print(said, file=sys.stderr)
+    return code
+
+
+def _verdicts(run_dir: Path) -> str:
+    """What ``perfkit summary`` prints of the run ``perfkit run`` just wrote (its newest job),
+    after writing its ``verdicts.json``."""
+    from .findings import diagnose, write_diagnosis
+    from .reports import diagnosis_text
+
+    write_diagnosis(run_dir)
+    run = readable_run(str(run_dir))
+    return diagnosis_text(run, diagnose(run))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
 def readable_run(path: str, *, job: str | None = None) -> RunData:
     """The run directory at ``path`` (see ``find_run_dir``), refused (``ValueError``) when the reader
     found problems and not one window it could read: that is a broken run, not an empty one.
@@ -289,4 +344,5 @@ _COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_report,
     _add_summary,
     _add_compare,
+    _add_run,
 )

@@ -19,6 +19,7 @@ script. Records of a stage epoch:
 ``STAGE.optimizer_step``    the optimizer's step inside a step, where a framework says when it
                             runs (the Hugging Face Trainer: one per gradient-accumulation cycle)
 ``NAME.gpu``                the GPU time of a ``cuda=True`` section or ``@timed`` function
+``dist.wait``               a ``torch.distributed`` collective called from Python (``perfkit run``)
 ==========================  ===========================================================
 
 A *part* is a piece of a step's (or a stage epoch's) time. Two splits use one set of names:
@@ -66,6 +67,12 @@ shadows it for ``import perfkit`` in that working folder under an editable insta
 
 OLD_RUN_DIR_NAMES = ("perfkit",)
 """Default run directory names of earlier versions, still found by the readers."""
+
+RUN_DIR_ENV = "PERFKIT_RUN_DIR"
+"""The environment variable ``perfkit run`` hands its run directory to the command's processes in."""
+
+DIST_WAIT = "dist.wait"
+"""Time in a ``torch.distributed`` collective called from Python (``perfkit run`` times them)."""
 
 
 def stage_label(stage: str) -> str:

@@ -70,7 +70,8 @@ def test_every_subpackage_says_what_it_exports_and_has_it(name: str) -> None:
 def test_perfkit_torch_exports_no_implementation_types() -> None:
     import perfkit.torch
 
-    assert sorted(perfkit.torch.__all__) == ["ProfilerWindows", "gather_ranks", "instrument", "world_size"]
+    names = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "world_size"]
+    assert sorted(perfkit.torch.__all__) == names
 
 
 def test_import_perfkit_loads_no_report_plot_finding_or_trace_code() -> None:

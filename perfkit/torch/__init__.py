@@ -13,12 +13,14 @@ batch: torch DataLoaders and their subclasses (instrumented in place, class unto
 accelerate's loaders, WebDataset's WebLoader, torchdata.nodes pipelines, any iterable.
 ``ProfilerWindows`` opens torch.profiler windows on chosen stage epochs and steps,
 and analyses their traces off the loop's thread. ``gather_ranks`` is the one collective per
-stage epoch that merges the ranks of a distributed job.
+stage epoch that merges the ranks of a distributed job. ``autorun`` times every DataLoader
+iteration of the process with no code changed (what ``perfkit run`` starts).
 """
 
+from ._autorun import autorun
 from ._ddp import gather as gather_ranks
 from ._ddp import world_size
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
 
-__all__ = ["ProfilerWindows", "gather_ranks", "instrument", "world_size"]
+__all__ = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "world_size"]
