@@ -27,7 +27,7 @@ from perfkit.run import RunWriter
 from perfkit.stages import StageListener, StageRecorder, batch_size
 
 from ._hookclock import HookClock
-from ._lightning import Undo, check, eval_loops, wrap
+from ._lightning import Undo, check, eval_loops, logger_methods, wrap
 from ._loaders import hook_loaders
 from ._sinks import LoggerSink
 
@@ -133,6 +133,8 @@ class Driver:
         )
         original, trainer.profiler = trainer.profiler, clock
         self._undo.append(lambda: setattr(trainer, "profiler", original))
+        for logger, method, owner in logger_methods(trainer):
+            self._undo.append(wrap(logger, method, lambda fn, owner=owner: clock.timed(owner, fn)))
         fit = trainer.fit_loop
         self._undo.append(wrap(fit, "setup_data", self._train_begins))
         self._undo.append(wrap(fit, "on_advance_start", self._train_begins))
