@@ -12,6 +12,7 @@ stacked, each step is recorded once.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -134,7 +135,7 @@ class Driver:
         original, trainer.profiler = trainer.profiler, clock
         self._undo.append(lambda: setattr(trainer, "profiler", original))
         for logger, method, owner in logger_methods(trainer):
-            self._undo.append(wrap(logger, method, lambda fn, owner=owner: clock.timed(owner, fn)))
+            self._undo.append(wrap(logger, method, functools.partial(clock.timed, owner)))
         fit = trainer.fit_loop
         self._undo.append(wrap(fit, "setup_data", self._train_begins))
         self._undo.append(wrap(fit, "on_advance_start", self._train_begins))
