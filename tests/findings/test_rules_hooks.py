@@ -156,3 +156,11 @@ def test_input_bound_without_workers_names_the_section_that_made_the_batches(
     assert v.share == pytest.approx(0.400)
     assert "of its 400.00 ms of waiting, 360.00 ms (90%) was slow_transform, run in this process" in v.message
     assert v.evidence["wait_section_s"] == pytest.approx(0.360)
+
+
+def test_residual_is_silent_below_a_millisecond_a_step_whatever_its_share(
+    epoch: Callable[[str], Epoch],
+) -> None:
+    """A short epoch's few milliseconds of the framework's own loop are no finding."""
+    window = epoch("val").steps(*[2] * 4).window(wall_s=0.0115)  # 3.5 ms unmeasured: 30%, under 4 ms
+    assert judged("RESIDUAL", case(window)) == []
