@@ -15,6 +15,9 @@ script. Records of a stage epoch:
 ``LOADER.data.fetch``       each batch's time in its DataLoader worker
 ``LOADER.loop.turn``        ``timed_iter``: one request for an item to the next
 ``STAGE.hook.OWNER``        time in another component's hooks during the stage (a callback)
+``STAGE.checkpoint.OWNER``  a checkpoint callback's hooks (saving checkpoints): ``callbacks`` too
+``STAGE.module_hook.HOOK``  the model's own hooks run outside a step (a LightningModule's ``on_*``)
+``STAGE.logger.CLASS.M``    a logger's method ``M`` (``log_metrics``, ``save``, ``finalize``)
 ``STAGE.loader_setup``      building the stage's loaders (a framework asking for them)
 ``STAGE.optimizer_step``    the optimizer's step inside a step, where a framework says when it
                             runs (the Hugging Face Trainer: one per gradient-accumulation cycle)
@@ -25,8 +28,9 @@ script. Records of a stage epoch:
 A *part* is a piece of a step's (or a stage epoch's) time. Two splits use one set of names:
 
 ==============  ========================================================================
-the account     ``data_wait``, ``step``, ``callbacks``, ``loader_setup``, ``other``: a stage
-                epoch's wall time, measured by perfkit's timers (``ACCOUNT_PARTS``)
+the account     ``data_wait``, ``step``, ``callbacks``, ``module_hooks``, ``loggers``,
+                ``loader_setup``, ``other``: a stage epoch's wall time, measured by perfkit's
+                timers (``ACCOUNT_PARTS``)
 a trace         ``data_wait``, ``forward``, ``backward``, ``optimizer``, ``other``: the
                 profiled steps of a torch.profiler trace, from its marks (``TRACE_PARTS``)
 ==============  ========================================================================
@@ -56,6 +60,9 @@ FETCH = DATA + ".fetch"
 TURN = ".loop.turn"
 STEP = ".step"
 HOOK = ".hook."
+CHECKPOINT_HOOK = ".checkpoint."
+MODULE_HOOK = ".module_hook."
+LOGGER = ".logger."
 LOADER_SETUP = ".loader_setup"
 OPTIMIZER_STEP = ".optimizer_step"
 GPU = ".gpu"
@@ -105,9 +112,14 @@ def turn_series(loader: str) -> str:
     return loader + TURN
 
 
-def hook_series(stage: str, owner: str) -> str:
-    """Time spent in ``owner``'s hooks (a Lightning callback) during ``stage``."""
-    return stage + HOOK + owner
+def hook_series(stage: str, owner: str, kind: str = HOOK) -> str:
+    """Time spent in ``owner``'s hooks during ``stage``; ``kind`` is one of ``HOOK_KINDS``' infixes:
+    a callback's (``HOOK``), a checkpoint callback's, the model's own hook, a logger's method.
+
+    >>> hook_series("train", "ModelCheckpoint"), hook_series("train", "CSVLogger.save", LOGGER)
+    ('train.hook.ModelCheckpoint', 'train.logger.CSVLogger.save')
+    """
+    return stage + kind + owner
 
 
 def loader_setup_series(stage: str) -> str:
@@ -142,7 +154,7 @@ def is_stage_series(name: str) -> bool:
     """
     if name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP, OPTIMIZER_STEP)):
         return True
-    return any(name.startswith(stage + HOOK) for stage in STAGES)
+    return any(name.startswith(stage + kind) for stage in STAGES for kind in HOOK_KINDS.values())
 
 
 DATA_WAIT = "data_wait"
@@ -150,12 +162,19 @@ FORWARD = "forward"
 BACKWARD = "backward"
 OPTIMIZER = "optimizer"
 CALLBACKS = "callbacks"
+MODULE_HOOKS = "module_hooks"
+LOGGERS = "loggers"
+CHECKPOINT = "checkpoint"  # not a part: the subject of ``callbacks`` that saves checkpoints
 OTHER = "other"
 STEP_PART = "step"  # STEP and LOADER_SETUP above are the series' suffixes
 LOADER_SETUP_PART = "loader_setup"
 
-ACCOUNT_PARTS = (DATA_WAIT, STEP_PART, CALLBACKS, LOADER_SETUP_PART, OTHER)
+ACCOUNT_PARTS = (DATA_WAIT, STEP_PART, CALLBACKS, MODULE_HOOKS, LOGGERS, LOADER_SETUP_PART, OTHER)
 """The parts of a stage epoch's account, in the order a report stacks them."""
+
+HOOK_KINDS = {CALLBACKS: HOOK, CHECKPOINT: CHECKPOINT_HOOK, MODULE_HOOKS: MODULE_HOOK, LOGGERS: LOGGER}
+"""The series infix of each kind of hook time, by the account subject it goes to (a checkpoint
+callback's time is part of ``callbacks``, under its own subject)."""
 
 # A trace knows data loading only as the loader's fetch on the main thread (torch's
 # ``enumerate(DataLoader)#...``, Lightning's ``..._next``, perfkit's mark of the loader's wait): that

@@ -93,8 +93,8 @@ def _explained_part(symptom: Verdict) -> str:
     """The account part a symptom's difference lies in (REGRESSION: the step)."""
     if symptom.kind == "REGRESSION":
         return "step"
-    words = (symptom.subject or "other").split(" (")[0]
-    return _PART_WORDS.get(words, "other")
+    words = (symptom.subject or "other").split(" (")[0]  # "data wait", "step (postprocess)"
+    return words.replace(" ", "_")
 
 
 def _with_context(cause: Verdict, said: str, evidence: Mapping[str, float]) -> Verdict:

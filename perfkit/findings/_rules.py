@@ -16,6 +16,16 @@ from .._units import format_seconds
 from ..names import display_name, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
+from ._rules_hooks import (
+    CHECKPOINT_MIN,
+    HOOK_MIN,
+    LOGGER_MIN,
+    RESIDUAL_MIN,
+    checkpoint,
+    module_hook,
+    residual,
+    slow_logger,
+)
 
 
 def _ms(seconds: float) -> str:
@@ -55,6 +65,16 @@ def input_bound(case: Case) -> Outcome:
             "the batches are made in this process (no DataLoader workers, or the loader is not "
             "instrumented): give the DataLoader num_workers > 0"
         )
+        inside = a.subjects.get("wait_sections", {})
+        if inside:  # the user's sections that made the batches, in the wait itself
+            name, seconds = max(inside.items(), key=lambda kv: kv[1])
+            total = a.seconds("data_wait")
+            message += (
+                f"; of its {_ms(total)} of waiting, {_ms(seconds)} ({seconds / total:.0%}) was "
+                f"{display_name(name)}, run in this process"
+            )
+            evidence["wait_section_s"] = seconds
+            action += f", or make {display_name(name)} cheaper"
         return case.verdict(share, message, action, subject=loader, evidence=evidence)
     evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
     message += f"; each batch takes {_ms(w.batch_s)} in a worker"
@@ -408,6 +428,15 @@ RULES: tuple[Rule[Case], ...] = (
     Rule("CALLBACK_OVERHEAD", ("callback hooks",), CALLBACK_MIN,
          "a callback is meant to watch training: a twentieth of the epoch is a tax", callback_overhead,
          claims="callbacks"),
+    Rule("CHECKPOINT", ("checkpoint callback hooks",), CHECKPOINT_MIN,
+         "saving is the price of resuming; past a tenth of the epoch it is saved too often or too much",
+         checkpoint, claims="callbacks"),
+    Rule("MODULE_HOOK", ("model hooks",), HOOK_MIN,
+         "the model's hook outside the step is user code: a tenth of the epoch is the first place to look",
+         module_hook, claims="module_hooks"),
+    Rule("SLOW_LOGGER", ("logger methods",), LOGGER_MIN,
+         "a logger is meant to watch training: a twentieth of the epoch is a tax", slow_logger,
+         claims="loggers"),
     Rule("EVAL_SLOWER_THAN_TRAIN", ("samples", "training window"), EVAL_MIN_RATIO,
          "evaluation does less work per sample than training (no backward): 1.5x is past any normal cost",
          eval_slower_than_train),
@@ -418,6 +447,8 @@ RULES: tuple[Rule[Case], ...] = (
          "a change must exceed the steps' own noise (3 standard errors) and a tenth of the step", regression),
     Rule("MEMORY_GROWTH", ("process.rss_mb",), MEMORY_MIN,
          "a fifth more memory between epochs of the same work is a leak, not noise", memory_growth),
+    Rule("RESIDUAL", ("other",), RESIDUAL_MIN,
+         "a tenth of the epoch that no timer covers is too big to leave unnamed", residual, claims="other"),
 )  # fmt: skip
 
 KINDS = kinds(RULES)

@@ -16,7 +16,7 @@ which ``stage_metrics`` turns into flat, unit-suffixed metrics.
 """
 
 from .._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
-from ._account import PARTS, Account, stage_account
+from ._account import PARTS, RESIDUAL_ZONES, Account, stage_account
 from ._batch import batch_size
 from ._choice import check_stages
 from ._metrics import metric_key, stage_metrics, stage_prefix
@@ -27,6 +27,7 @@ from ._window import RankPart, SlowStep, StageWindow, keep_slowest
 
 __all__ = [
     "PARTS",
+    "RESIDUAL_ZONES",
     "Account",
     "LoopStats",
     "RankPart",

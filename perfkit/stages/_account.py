@@ -4,11 +4,14 @@
 ``data_wait``     waiting for the loader: ``iter()`` (worker start-up) and every ``next()``
 ``step``          the step's own compute (other components' hooks inside it taken out)
 ``callbacks``     other components' hooks during the stage (Lightning callbacks), by owner
+``module_hooks``  the model's own hooks run outside a step (a LightningModule's), by hook
+``loggers``       the loggers' methods (``log_metrics``, ``save``), by logger and method
 ``loader_setup``  building loaders (a framework asking the user's code for them), by stage
-``other``         the rest: the framework's own loop, logging, what no timer covers
+``other``         the rest: the framework's own loop, what no timer covers
 ================  ====================================================================
 
-``other`` is what is left, shown and never hidden. Where measured parts overlap (a step
+``other`` is what is left, shown and never hidden; its subjects say when in the epoch it
+happened (``residual_zones``). Where measured parts overlap (a step
 that pulls its own batches from the loader), they can add up to more than the wall time:
 ``other`` is then 0 and ``overlap_s`` says by how much.
 
@@ -23,14 +26,28 @@ that pulls its own batches from the loader), they can add up to more than the wa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .._snapshot import Snapshot
-from ..names import ACCOUNT_PARTS, HOOK, LOADER_SETUP, fetch_series, iter_series, step_series, wait_series
+from ..names import (
+    ACCOUNT_PARTS,
+    CALLBACKS,
+    CHECKPOINT,
+    HOOK_KINDS,
+    LOADER_SETUP,
+    LOGGERS,
+    MODULE_HOOKS,
+    fetch_series,
+    iter_series,
+    step_series,
+    wait_series,
+)
 
 PARTS = ACCOUNT_PARTS
 """The parts of an account, in the order a report stacks them (``perfkit.names``)."""
@@ -41,8 +58,12 @@ class Account:
     """Seconds per part (``PARTS``) of ``wall_s``, and per subject within a part.
 
     Subjects: ``data_wait`` -> ``iter``, ``first_batch``, ``batches``; ``callbacks`` -> each
-    callback's name; ``loader_setup`` -> each stage whose loaders were built; ``stalled_on`` ->
-    the worker-side stages the loop's waits were waiting for (see ``stalls``).
+    callback's name, but a checkpoint callback's, which is under ``checkpoint`` (its seconds are in
+    the ``callbacks`` part); ``module_hooks`` -> each hook of the model; ``loggers`` ->
+    ``CLASS.METHOD``; ``loader_setup`` -> each stage whose loaders were built; ``stalled_on`` ->
+    the worker-side stages the loop's waits were waiting for (see ``stalls``); ``wait_sections``
+    -> the user's sections run inside the waits in this process (see ``wait_sections``);
+    ``other`` -> when the unmeasured time happened (see ``residual_zones``).
     ``first_batch_extra_s``: how much longer each start's first batch took than that start's
     other batches (None in run directories written before it was kept).
     """
@@ -114,30 +135,120 @@ class Account:
         )
 
 
-def stage_account(snapshot: Snapshot, stage: str, loader: str, *, wall_s: float) -> Account:
-    """The account of one stage epoch on one rank, from the records of its window."""
+def stage_account(
+    snapshot: Snapshot,
+    stage: str,
+    loader: str,
+    *,
+    wall_s: float,
+    segments: Sequence[tuple[int, int]] | None = None,
+) -> Account:
+    """The account of one stage epoch on one rank, from the records of its window.
+
+    ``segments`` are the stretches (ns) the window was open (a training epoch paused around its
+    validation); default: the snapshot's own span.
+    """
     wait, started = _total(snapshot, wait_series(loader)), _total(snapshot, iter_series(loader))
     first, first_extra = _first_batches(snapshot, loader)
-    hook_prefix = stage + HOOK
-    callbacks = {n[len(hook_prefix) :]: snapshot[n].total_s for n in snapshot if n.startswith(hook_prefix)}
+    hooks = {kind: _hooks(snapshot, stage + infix) for kind, infix in HOOK_KINDS.items()}
     setups = {n[: -len(LOADER_SETUP)]: snapshot[n].total_s for n in snapshot if n.endswith(LOADER_SETUP)}
     parts = {
         "data_wait": wait + started,
         "step": _total(snapshot, step_series(stage)),
-        "callbacks": sum(callbacks.values()),
+        CALLBACKS: sum(hooks[CALLBACKS].values()) + sum(hooks[CHECKPOINT].values()),
+        MODULE_HOOKS: sum(hooks[MODULE_HOOKS].values()),
+        LOGGERS: sum(hooks[LOGGERS].values()),
         "loader_setup": sum(setups.values()),
     }
     named = sum(parts.values())
     parts["other"] = max(0.0, wall_s - named)
+    spans = [(snapshot.start_ns, snapshot.end_ns)] if segments is None else list(segments)
     subjects = {
         "data_wait": {"iter": started, "first_batch": first, "batches": max(0.0, wait - first)},
-        "callbacks": callbacks,
+        **hooks,
         "loader_setup": setups,
         "stalled_on": stalls(snapshot, loader),
+        "wait_sections": wait_sections(snapshot, loader),
+        "other": residual_zones(snapshot, stage, loader, spans, parts["other"]),
     }
     return Account(
         wall_s, parts, subjects, overlap_s=max(0.0, named - wall_s), first_batch_extra_s=first_extra
     )
+
+
+def _hooks(snapshot: Snapshot, prefix: str) -> dict[str, float]:
+    return {n[len(prefix) :]: snapshot[n].total_s for n in snapshot if n.startswith(prefix)}
+
+
+def wait_sections(snapshot: Snapshot, loader: str) -> dict[str, float]:
+    """The user's sections that ran inside the loop's waits for ``loader`` in this process (a loader
+    without workers makes its batches in the wait: ``__getitem__``, transforms, collate), each by
+    its self time, summed by name. What the wait spent outside every section is left out.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.section("train.data.wait", registry=reg):
+    ...     with perfkit.section("slow_transform", registry=reg):
+    ...         pass
+    >>> list(wait_sections(reg.snapshot(), "train"))
+    ['slow_transform']
+    """
+    waits = (wait_series(loader), iter_series(loader))
+    tree = snapshot.tree
+    inside = {p: t.total_ns for p, t in tree.items() if any(x in waits for x in p[:-1])}
+    kids: dict[tuple[str, ...], int] = {}
+    for path, ns in inside.items():
+        kids[path[:-1]] = kids.get(path[:-1], 0) + ns
+    out: dict[str, float] = {}
+    for path, ns in inside.items():
+        own = max(0, ns - kids.get(path, 0)) / 1e9
+        if own > 0:
+            out[path[-1]] = out.get(path[-1], 0.0) + own
+    return out
+
+
+RESIDUAL_ZONES = ("before_first_step", "between_steps", "after_last_step")
+"""When in a stage epoch its unmeasured time (``other``) happened, in order."""
+
+
+def residual_zones(
+    snapshot: Snapshot, stage: str, loader: str, segments: Sequence[tuple[int, int]], other_s: float
+) -> dict[str, float]:
+    """``other_s`` split by when it happened: before the first step began, between the first step's
+    start and the last step's end, after the last step (the epoch's end: its hooks, its logging).
+
+    Each zone's unmeasured time is its length (while the window was open: ``segments``) less the
+    measured records that began in it; the zones are scaled to add up to ``other_s``. Empty when
+    no step was recorded.
+    """
+    step = step_series(stage)
+    if step not in snapshot or not other_s:
+        return {}
+    d = snapshot.data(step)
+    if not len(d.starts_ns):
+        return {}
+    first = float(d.starts_ns.min())
+    last = float((d.starts_ns + d.durations_ns).max())
+    bounds = [-math.inf, first, last, math.inf]
+    zones = itertools.pairwise(bounds)
+    length = [sum(max(0.0, min(b, e) - max(a, s)) for s, e in segments) for a, b in zones]
+    measured = np.zeros(3)
+    for name in _measured(snapshot, stage, loader):
+        m = snapshot.data(name)
+        zone = np.searchsorted(np.array([first, last]), m.starts_ns, side="right")
+        np.add.at(measured, zone, m.durations_ns.astype(np.float64))
+    left = [max(0.0, n - float(m)) for n, m in zip(length, measured, strict=True)]
+    total = sum(left)
+    if total <= 0:
+        return {}
+    return {z: other_s * x / total for z, x in zip(RESIDUAL_ZONES, left, strict=True)}
+
+
+def _measured(snapshot: Snapshot, stage: str, loader: str) -> list[str]:
+    """The series of the account's measured parts for this stage epoch."""
+    prefixes = tuple(stage + infix for infix in HOOK_KINDS.values())
+    own = {wait_series(loader), iter_series(loader), step_series(stage)}
+    return [n for n in snapshot if n in own or n.startswith(prefixes) or n.endswith(LOADER_SETUP)]
 
 
 def stalls(snapshot: Snapshot, loader: str) -> dict[str, float]:

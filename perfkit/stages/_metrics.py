@@ -14,7 +14,17 @@ import re
 from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
-from ..names import fetch_series, is_stage_series, optimizer_series, step_series, wait_series
+from ..names import (
+    CALLBACKS,
+    CHECKPOINT,
+    LOGGERS,
+    MODULE_HOOKS,
+    fetch_series,
+    is_stage_series,
+    optimizer_series,
+    step_series,
+    wait_series,
+)
 from ._account import PARTS
 from ._window import StageWindow
 
@@ -109,9 +119,19 @@ def _account(window: StageWindow, p: str) -> dict[str, float]:
     for part in PARTS:
         out[f"{p}/time/{part}_s"] = a.seconds(part)
         out[f"{p}/time/{part}_fraction"] = a.fraction(part)
-    for name, seconds in a.subjects.get("callbacks", {}).items():
-        out[metric_key(p, "time", "callback", f"{name}_s")] = seconds
+    for subject, word in _SUBJECT_KEYS.items():  # a checkpoint callback is a callback in the keys too
+        for name, seconds in a.subjects.get(subject, {}).items():
+            out[metric_key(p, "time", word, f"{name}_s")] = seconds
     return out
+
+
+_SUBJECT_KEYS = {
+    CALLBACKS: "callback",
+    CHECKPOINT: "callback",
+    MODULE_HOOKS: "module_hook",
+    LOGGERS: "logger",
+}
+"""The account's subjects logged one by one, and the word of their keys (``perf/train/time/logger/X_s``)."""
 
 
 def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores: int) -> dict[str, float]:

@@ -33,7 +33,7 @@ from .._registry import Registry, check_registry, current_registry
 from .._snapshot import Snapshot
 from .._validate import check_int
 from .._warn import WarnOnce
-from ..names import hook_series, step_series
+from ..names import HOOK, hook_series, step_series
 from ._account import Account, stage_account
 from ._batch import batch_size
 from ._segments import Window
@@ -279,16 +279,23 @@ class StageRecorder:
         if state is not None and state.samples is not None:
             state.samples += n
 
-    def hook(self, owner: str, t0: int, t1: int, *, failed: bool = False) -> None:
+    def in_step(self) -> bool:
+        """Whether the active stage has a step open now."""
+        stage = self.active
+        return stage is not None and self._open[stage].step_start is not None
+
+    def hook(self, owner: str, t0: int, t1: int, *, failed: bool = False, kind: str = HOOK) -> None:
         """``owner`` (another component: a callback) ran from ``t0`` to ``t1`` during the active stage.
 
-        Time inside an open step is taken out of the step's own compute.
+        ``kind`` is the series infix of what ran (``perfkit.names.HOOK_KINDS``: a callback's hook,
+        a checkpoint callback's, the model's own hook, a logger's method). Time inside an open
+        step is taken out of the step's own compute.
         """
         stage = self.active
         if stage is None:
             return
         state = self._open[stage]
-        node = NODES.child(state.base, hook_series(stage, owner), overlay=True)
+        node = NODES.child(state.base, hook_series(stage, owner, kind), overlay=True)
         add_record(self.registry, node, t0, t1, failed=failed)
         if state.step_start is not None:
             state.excluded_ns += max(0, t1 - t0)
@@ -314,7 +321,9 @@ class StageRecorder:
                 SlowStep(state.stage, state.epoch, index, self.rank, ns / 1e9, tags)
                 for ns, index, tags in sorted(state.slowest, reverse=True)
             ),
-            account=stage_account(snapshot, state.stage, state.loader, wall_s=wall),
+            account=stage_account(
+                snapshot, state.stage, state.loader, wall_s=wall, segments=state.window.segments
+            ),
             steps=step.count if step is not None else 0,
             step_mean_s=step.mean_s if step is not None else 0.0,
         )

@@ -59,6 +59,11 @@ class Window:
         return self._parts[0].merge(*self._parts[1:]) if len(self._parts) > 1 else self._parts[0]
 
     @property
+    def segments(self) -> tuple[tuple[int, int], ...]:
+        """The closed segments' (start, end) in the registry's clock's ns: when records counted."""
+        return tuple((p.start_ns, p.end_ns) for p in self._parts)
+
+    @property
     def wall_s(self) -> float:
         """Seconds the window has been open, pauses excluded (closed segments only)."""
         return sum(p.duration_s for p in self._parts)

@@ -5,6 +5,7 @@ and every window has a wall time of one second, so a share is the planted second
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from collections.abc import Callable, Sequence
@@ -338,8 +339,9 @@ def test_memory_growth_abstains_without_a_memory_sampler(epoch: Callable[[str], 
 def test_every_rule_is_specified_here(kind: str) -> None:
     """A new rule needs its three tests: it fires, it is silent below its threshold, it abstains
     (or, where no input can be missing, says nothing)."""
+    modules = [sys.modules[__name__], importlib.import_module("tests.findings.test_rules_hooks")]
     names = [
-        n for n, f in inspect.getmembers(sys.modules[__name__], inspect.isfunction) if n.startswith("test_")
+        n for m in modules for n, f in inspect.getmembers(m, inspect.isfunction) if n.startswith("test_")
     ]
     prefix = f"test_{kind.lower()}_"
     mine = [n for n in names if n.startswith(prefix)]

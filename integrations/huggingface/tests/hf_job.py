@@ -111,16 +111,10 @@ def trainer(
     return t, clock, perf
 
 
-if __name__ == "__main__":  # accelerate launch hf_job.py OUTPUT_DIR
-    t, clock, perf = trainer(Path(sys.argv[1]), epochs=1)
+if __name__ == "__main__":  # accelerate launch hf_job.py OUT: each rank's own clock in OUT/truth_rankN.json
+    out = Path(sys.argv[1])
+    t, clock, perf = trainer(out, epochs=1)
     t.train()
     rank = t.args.process_index
-    print(
-        json.dumps(
-            {
-                "rank": rank,
-                "epochs": clock.epochs,
-                "metrics": perf.monitor.last_metrics if perf.monitor else {},
-            }
-        )
-    )
+    # a file per rank: two processes printing to one pipe can interleave their lines
+    (out / f"truth_rank{rank}.json").write_text(json.dumps({"rank": rank, "epochs": clock.epochs}))

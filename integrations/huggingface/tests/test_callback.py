@@ -94,10 +94,7 @@ def test_under_accelerate_launch_two_processes_are_merged_and_each_rank_is_right
     command = [launcher, "launch", *two, *plain, str(HERE / "hf_job.py"), str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=HERE)
     assert done.returncode == 0, done.stderr[-3000:]
-    ranks = {
-        r["rank"]: r
-        for r in map(json.loads, (x for x in done.stdout.splitlines() if x.startswith('{"rank"')))
-    }
+    ranks = {r["rank"]: r for r in (json.loads(p.read_text()) for p in tmp_path.glob("truth_rank*.json"))}
     assert sorted(ranks) == [0, 1]
     (line,) = [w for w in read_run(tmp_path / RUN_DIR_NAME).windows if w.stage == "train"]
     merged = {r.rank: r for r in line.window.ranks}

@@ -22,7 +22,10 @@ from .jobs import run_job
 from .planted import SLOW_COLLATE_S, TRUTH, Plan, Planted, TruthLoader, fit, plant, slow_collate, slow_init
 
 TOLERANCE = 0.10  # points of share between a verdict and the truth
-CAUSES = {"INPUT_BOUND", "EPOCH_BOUNDARY", "LOADER_SETUP", "SLOW_SECTION", "CALLBACK_OVERHEAD", "STRAGGLER"}
+CAUSES = {
+    *("INPUT_BOUND", "EPOCH_BOUNDARY", "LOADER_SETUP", "SLOW_SECTION", "CALLBACK_OVERHEAD", "STRAGGLER"),
+    *("CHECKPOINT", "MODULE_HOOK", "SLOW_LOGGER", "RESIDUAL"),
+}
 
 
 Check = Callable[[Verdict, float], None]

@@ -34,6 +34,8 @@ PART_COLORS = {
     "data_wait": "#d62728",
     "step": "#1f77b4",
     "callbacks": "#ff7f0e",
+    "module_hooks": "#8c564b",
+    "loggers": "#e377c2",
     "loader_setup": "#9467bd",
     "other": "#c7c7c7",
 }

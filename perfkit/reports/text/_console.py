@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from ..._snapshot import Snapshot
 from ..._units import format_seconds
 from ...findings import Verdict
-from ...names import display_name, is_stage_series
+from ...names import CALLBACKS, CHECKPOINT, LOGGERS, MODULE_HOOKS, display_name, is_stage_series, part_label
 from ...stages import PARTS, StageWindow, stage_prefix
 
 
@@ -85,15 +85,21 @@ def _account_line(window: StageWindow) -> str:
         share = a.fraction(part)
         if share < 0.005 and part != "other":
             continue
-        text = f"{part.replace('_', ' ')} {share:.0%}"
-        subjects = a.subjects.get(part, {}) if part == "callbacks" else {}
-        top = sorted(subjects.items(), key=lambda kv: -kv[1])[:2]
+        text = f"{part_label(part)} {share:.0%}"
+        top = sorted(_named(a.subjects, part).items(), key=lambda kv: -kv[1])[:2]
         if top and a.wall_s > 0:
             text += " (" + ", ".join(f"{display_name(n)} {s / a.wall_s:.0%}" for n, s in top) + ")"
         parts.append(text)
     if window.nested_s > 0:
         parts.append(f"+ {format_seconds(window.nested_s)} in other stages run inside it")
     return " · ".join(parts)
+
+
+def _named(subjects: Mapping[str, Mapping[str, float]], part: str) -> dict[str, float]:
+    """Who spent a part's time, where the account says (callbacks, the model's hooks, loggers)."""
+    if part == CALLBACKS:
+        return {**subjects.get(CALLBACKS, {}), **subjects.get(CHECKPOINT, {})}
+    return dict(subjects.get(part, {})) if part in (MODULE_HOOKS, LOGGERS) else {}
 
 
 def _data_line(metrics: Mapping[str, float], p: str, stalled: Mapping[str, float]) -> str:

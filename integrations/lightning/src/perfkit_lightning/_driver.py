@@ -12,6 +12,7 @@ stacked, each step is recorded once.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from perfkit.run import RunWriter
 from perfkit.stages import StageListener, StageRecorder, batch_size
 
 from ._hookclock import HookClock
-from ._lightning import Undo, check, eval_loops, wrap
+from ._lightning import Undo, check, eval_loops, logger_methods, wrap
 from ._loaders import hook_loaders
 from ._sinks import LoggerSink
 
@@ -133,6 +134,8 @@ class Driver:
         )
         original, trainer.profiler = trainer.profiler, clock
         self._undo.append(lambda: setattr(trainer, "profiler", original))
+        for logger, method, owner in logger_methods(trainer):
+            self._undo.append(wrap(logger, method, functools.partial(clock.timed, owner)))
         fit = trainer.fit_loop
         self._undo.append(wrap(fit, "setup_data", self._train_begins))
         self._undo.append(wrap(fit, "on_advance_start", self._train_begins))

@@ -8,6 +8,14 @@ gives perfkit each callback's time and each step's own compute, whatever order t
 callbacks are listed in: a callback before or after the monitor is timed the same way, and
 a callback's hook inside a step (``on_before_backward``) is taken out of the step.
 
+The model's own hooks (``[LightningModule]NAME.on_train_epoch_end``, those its class defines)
+are timed the same way when they run outside a step (inside one they are the step's own
+work: ``optimizer_step`` holds the whole of it); a checkpoint callback's hooks (saving
+checkpoints) are told apart from other callbacks'; ``timed`` times a logger's methods (the
+driver wraps them: Lightning does not profile loggers). A hook run inside another timed hook
+(a callback that logs, ``on_save_checkpoint`` inside a checkpoint callback's save) is the
+outer one's time, so no second is counted twice.
+
 Only the names that matter are timed; Lightning's default profiler does nothing, so its
 calls are answered by a shared empty context (cheaper than the ``@contextmanager`` that the
 default profiler costs, about 1 µs a hook).
@@ -15,13 +23,16 @@ default profiler costs, about 1 µs a hook).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from lightning.pytorch import Callback, Trainer
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.profilers import PassThroughProfiler, Profiler
 
+from perfkit.names import CHECKPOINT_HOOK, HOOK, LOGGER, MODULE_HOOK
 from perfkit.stages import StageRecorder
 
 from ._lightning import overrides
@@ -48,7 +59,7 @@ _NULL = _Null()
 class _Span:
     """One timed hook or step."""
 
-    __slots__ = ("clock", "inner", "kind", "subject", "t0")
+    __slots__ = ("clock", "inner", "kind", "recorded", "subject", "t0")
 
     def __init__(self, clock: HookClock, kind: str, subject: str, inner: Any) -> None:
         self.clock, self.kind, self.subject, self.inner = clock, kind, subject, inner
@@ -56,9 +67,12 @@ class _Span:
     def __enter__(self) -> None:
         if self.inner is not None:
             self.inner.__enter__()
-        rec = self.clock.recorder
+        clock = self.clock
+        rec = clock.recorder
         if self.kind == "step":
-            rec.step_begin(self.clock.stage_of(self.subject))
+            rec.step_begin(clock.stage_of(self.subject))
+        else:
+            self.recorded = clock.opens(self.kind)
         self.t0 = rec.registry.clock()
 
     def __exit__(
@@ -67,8 +81,9 @@ class _Span:
         rec = self.clock.recorder
         if self.kind == "step":
             rec.step_end(self.clock.stage_of(self.subject), failed=exc_type is not None)
-        else:
-            rec.hook(self.subject, self.t0, rec.registry.clock(), failed=exc_type is not None)
+        elif self.recorded:
+            self.clock.depth -= 1
+            rec.hook(self.subject, self.t0, rec.registry.clock(), failed=exc_type is not None, kind=self.kind)
         if self.inner is not None:
             self.inner.__exit__(exc_type, exc, tb)
 
@@ -97,9 +112,38 @@ class HookClock(Profiler):
         self._eval_stage = eval_stage
         self._passthrough = type(inner) is PassThroughProfiler
         self._kinds: dict[str, tuple[str, str] | None] = {}
+        self.depth = 0  # timed hooks open now: one inside another is the outer one's time
+        self._thread = threading.get_ident()
 
     def stage_of(self, subject: str) -> str:
         return "train" if subject == "train" else self._eval_stage(subject)
+
+    def opens(self, kind: str) -> bool:
+        """Whether a hook of ``kind`` starting now is timed (and, if so, it is open from now)."""
+        if self.depth or (kind == MODULE_HOOK and self.recorder.in_step()):
+            return False  # inside a timed hook: the outer one's; the model's hook in its step: the step's
+        if threading.get_ident() != self._thread:
+            return False  # a logger called from perfkit's background sink thread: not the loop's time
+        self.depth += 1
+        return True
+
+    def timed(self, owner: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` (a logger's method) timed as ``owner``'s (``CLASS.METHOD``) logger time."""
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not self.opens(LOGGER):
+                return fn(*args, **kwargs)
+            rec = self.recorder
+            t0, failed = rec.registry.clock(), True
+            try:
+                out = fn(*args, **kwargs)
+                failed = False
+                return out
+            finally:
+                self.depth -= 1
+                rec.hook(owner, t0, rec.registry.clock(), failed=failed, kind=LOGGER)
+
+        return call
 
     # ---- what Lightning calls -----------------------------------------------------------------
 
@@ -142,6 +186,13 @@ class HookClock(Profiler):
         if name.startswith("[Strategy]"):
             action = name.rpartition(".")[2]
             return ("step", _STEP_ACTIONS[action]) if action in _STEP_ACTIONS else None
+        if name.startswith("[LightningModule]"):
+            hook = name.rpartition(".")[2]
+            if hook.endswith("_dataloader"):
+                return None  # building a loader is the account's loader_setup, timed by the loop
+            module = self.trainer.lightning_module
+            mine = module is not None and overrides(module, hook, LightningModule)
+            return (MODULE_HOOK, hook) if mine else None
         if not name.startswith("[Callback]"):
             return None
         key, _, hook = name[len("[Callback]") :].rpartition(".")
@@ -149,8 +200,10 @@ class HookClock(Profiler):
         if callback is None:
             return None
         if self._ours(callback):
-            return ("hook", PERFKIT)
-        return ("hook", self._owner(callback)) if overrides(callback, hook) else None
+            return (HOOK, PERFKIT)
+        if not overrides(callback, hook):
+            return None
+        return (CHECKPOINT_HOOK if isinstance(callback, Checkpoint) else HOOK, self._owner(callback))
 
     def _callback(self, key: str) -> Callback | None:
         for cb in self.trainer.callbacks:  # type: ignore[attr-defined]

@@ -15,8 +15,10 @@ leaves the stage alone rather than report wrong numbers.
 * ``fit_loop.epoch_loop._batches_that_stepped`` (private, 2.0+): the step Lightning logs a
   training epoch's own metrics at, so perfkit's rows line up with them.
 * ``trainer.profiler`` (public): wrapped by ``HookClock``, which sees every hook Lightning
-  runs (``[Callback]KEY.HOOK``, ``run_training_batch``, ``[Strategy]...validation_step``)
-  whatever order the callbacks are in.
+  runs (``[Callback]KEY.HOOK``, ``[LightningModule]NAME.HOOK``, ``run_training_batch``,
+  ``[Strategy]...validation_step``) whatever order the callbacks are in.
+* ``trainer.loggers`` (public): each logger's ``log_metrics``, ``save`` and ``finalize`` are
+  wrapped per instance (Lightning's profiler does not see them), so a slow logger is named.
 """
 
 from __future__ import annotations
@@ -101,8 +103,26 @@ def total_steps(trainer: Trainer, stage: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def overrides(callback: Callback, hook: str) -> bool:
-    """Whether ``callback``'s class defines its own ``hook`` (Lightning calls every hook anyway)."""
-    mine = getattr(type(callback), hook, None)
-    base = getattr(Callback, hook, None)
-    return mine is not None and mine is not base
+def overrides(obj: object, hook: str, base: type = Callback) -> bool:
+    """Whether ``obj``'s class (a callback, a LightningModule: ``base``) defines its own ``hook``
+    (Lightning calls every hook anyway)."""
+    mine = getattr(type(obj), hook, None)
+    theirs = getattr(base, hook, None)
+    return mine is not None and mine is not theirs
+
+
+LOGGER_METHODS = ("log_metrics", "save", "finalize")
+"""The methods of a logger timed as its time (Lightning's profiler does not see loggers)."""
+
+
+def logger_methods(trainer: Trainer) -> list[tuple[Any, str, str]]:
+    """Each logger of ``trainer``, each method of it to time, and its owner name ``CLASS.METHOD``
+    (a second logger of one class is ``CLASS#2.METHOD``)."""
+    out = []
+    seen: dict[str, int] = {}
+    for logger in trainer.loggers:
+        name = type(logger).__name__
+        seen[name] = seen.get(name, 0) + 1
+        label = name if seen[name] == 1 else f"{name}#{seen[name]}"
+        out += [(logger, m, f"{label}.{m}") for m in LOGGER_METHODS if callable(getattr(logger, m, None))]
+    return out
