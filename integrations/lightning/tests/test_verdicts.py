@@ -206,7 +206,12 @@ def test_workers_restarted_each_epoch_with_a_slow_init_are_an_epoch_boundary(
     assert (top.kind, top.stage) == ("EPOCH_BOUNDARY", "train")
     assert "persistent_workers" in top.action
     against_truth(top, wait_truth("train")[1])
-    assert only_causes(d, {"EPOCH_BOUNDARY", "INPUT_BOUND"}) == []
+    # Restarting workers also ends the last epoch's: torch joins them when Lightning lets go of the
+    # old iterator, before the new epoch's first step and outside every timer (docs/diagnosis.md,
+    # RESIDUAL). Here that is a few percent of the epoch; on a loaded machine it grew to 21% once,
+    # and RESIDUAL then says so, "before the first step": true, and the same planted cause.
+    unplanted = only_causes(d, {"EPOCH_BOUNDARY", "INPUT_BOUND"})
+    assert [(v.kind, v.subject) for v in unplanted if v.subject != "before_first_step"] == []
 
 
 def test_validation_workers_restarted_with_a_slow_init_are_the_cause_and_slower_than_training_its_context(
