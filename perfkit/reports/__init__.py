@@ -20,9 +20,12 @@ from .text import (
     performance_line,
     ranked_verdicts_text,
     ranks_text,
+    interval_line,
+    provisional_text,
     series_line,
     snapshot_text,
     summary_text,
+    warmup_text,
     throughput_line,
 )
 
@@ -38,9 +41,12 @@ __all__ = [
     "ranked_verdicts_text",
     "ranks_text",
     "render_html",
+    "interval_line",
+    "provisional_text",
     "series_line",
     "snapshot_text",
     "summary_text",
+    "warmup_text",
     "throughput_line",
     "write_html_report",
 ]
