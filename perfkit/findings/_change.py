@@ -17,6 +17,7 @@ side of the midpoint between before and after.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import dataclass
 
@@ -57,7 +58,9 @@ def point(window: StageWindow) -> Point | None:
     if steps <= 0 or window.wall_s <= 0:
         return None
     a = window.account
-    return Point(first, last, window.wall_s, {p: a.seconds(p) / steps for p in PARTS}, _memory(window.snapshot))
+    return Point(
+        first, last, window.wall_s, {p: a.seconds(p) / steps for p in PARTS}, _memory(window.snapshot)
+    )
 
 
 @dataclass
@@ -179,7 +182,7 @@ def _memory_change(case: _Case) -> Verdict | None:
     if first is None or any(m is None for m in recent):
         return None
     climbing = [float(m) for m in recent if m is not None]
-    if not all(b > a for a, b in zip(climbing, climbing[1:])) or climbing[-1] < first * (1 + MEMORY_CLIMB):
+    if not all(b > a for a, b in itertools.pairwise(climbing)) or climbing[-1] < first * (1 + MEMORY_CLIMB):
         return None
     w = case.window
     start = case.since.setdefault("memory", case.before[-2].first_step)

@@ -35,8 +35,9 @@ class StageMonitor(StageListener):
 
     ``step_of(stage)`` gives the step sinks log at (default: a count of windows published);
     ``interval_step_of(stage)`` the step an interval is logged at (default ``step_of``: the global
-    step of the interval's last step); ``is_open(stage)`` tells whether a stage epoch is still running (a recorder's ``is_open``),
-    to hold the block of a stage run inside training until training's own is said.
+    step of the interval's last step); ``is_open(stage)`` tells whether a stage epoch is still
+    running (a recorder's ``is_open``), to hold the block of a stage run inside training until
+    training's own is said.
     """
 
     def __init__(

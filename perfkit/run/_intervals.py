@@ -37,7 +37,8 @@ def merge_lines(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Two neighbouring interval lines (``a`` first) as one (see the module docstring)."""
     wa, wb = float(a.get("wall_s") or 0.0), float(b.get("wall_s") or 0.0)
     out = dict(b)
-    out["steps"] = [list(a.get("steps") or [0, 0])[0], list(b.get("steps") or [0, 0])[-1]]
+    first, last = (a.get("steps") or [0, 0]), (b.get("steps") or [0, 0])
+    out["steps"] = [first[0], last[-1]]
     out["wall_s"] = wa + wb
     out["merged"] = int(a.get("merged", 1)) + int(b.get("merged", 1))
     if "start_ns" in a:
@@ -88,7 +89,11 @@ def compact(lines: list[dict[str, Any]], limit: int = MAX_INTERVALS) -> list[dic
         merged: list[dict[str, Any]] = []
         for line in old:
             last = merged[-1] if merged else None
-            if last is not None and int(last.get("merged", 1)) <= int(line.get("merged", 1)) and _same(last, line):
+            if (
+                last is not None
+                and int(last.get("merged", 1)) <= int(line.get("merged", 1))
+                and _same(last, line)
+            ):
                 merged[-1] = merge_lines(last, line)
             else:
                 merged.append(line)
@@ -99,7 +104,11 @@ def compact(lines: list[dict[str, Any]], limit: int = MAX_INTERVALS) -> list[dic
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return (a.get("stage"), a.get("epoch"), a.get("scope")) == (b.get("stage"), b.get("epoch"), b.get("scope"))
+    return (a.get("stage"), a.get("epoch"), a.get("scope")) == (
+        b.get("stage"),
+        b.get("epoch"),
+        b.get("scope"),
+    )
 
 
 def dumps(lines: list[dict[str, Any]]) -> str:

@@ -31,8 +31,8 @@ from ._window import SCOPES, RankPart, SlowStep, StageWindow, keep_slowest
 
 __all__ = [
     "PARTS",
-    "SCOPES",
     "RESIDUAL_ZONES",
+    "SCOPES",
     "Account",
     "Intervals",
     "LoopStats",

@@ -31,7 +31,7 @@ DEFAULT_S = 60.0
 LONG_AFTER_S = 180.0
 """An epoch still running after three minutes is long: its intervals begin."""
 WARMUP_STEPS = 10
-"""Steps left out as warm-up at the start of each epoch (at least the loader's first batch and compilation)."""
+"""Steps left out as warm-up at the start of each epoch (the loader's first batch, compilation)."""
 MAX_SECONDS = 7 * 86400.0
 
 
@@ -98,7 +98,7 @@ class Cuts:
     def due(self, steps: int, now: int) -> bool:
         """Whether the step just ended (``steps`` done) ends an interval (or the warm-up)."""
         if self.warm:
-            return steps >= self.next_step
+            return self.next_step is not None and steps >= self.next_step
         if not self.on:
             if now - self.begun_ns < self.plan.long_after_s * 1e9:
                 return False
@@ -109,7 +109,7 @@ class Cuts:
         )
 
     def advance(self, steps: int, now: int) -> str:
-        """The cut is made after ``steps`` steps: what it was (``warmup`` or ``interval``); the next is set."""
+        """The cut is made after ``steps`` steps: its scope (``warmup`` or ``interval``); the next is set."""
         scope = "warmup" if self.warm else "interval"
         self.warm = False
         self.count += scope == "interval"

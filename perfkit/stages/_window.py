@@ -129,7 +129,11 @@ class StageWindow:
             "slowest": [asdict(s) for s in self.slowest],
             # an epoch's line is as it was before intervals existed
             **(
-                {"scope": self.scope, "steps": list(self.steps or ()), "verdicts": [v.to_dict() for v in self.verdicts]}
+                {
+                    "scope": self.scope,
+                    "steps": list(self.steps or ()),
+                    "verdicts": [v.to_dict() for v in self.verdicts],
+                }
                 if self.is_interval
                 else {}
             ),

@@ -84,7 +84,9 @@ class TimedLoader(DataLoader[Any]):
 class Model(L.LightningModule):
     """A linear model whose step sleeps ``step_s``, and ``slow_s`` from step ``slow_from`` on."""
 
-    def __init__(self, row_s: float, step_s: float, slow_from: int | None = None, slow_s: float = 0.0) -> None:
+    def __init__(
+        self, row_s: float, step_s: float, slow_from: int | None = None, slow_s: float = 0.0
+    ) -> None:
         super().__init__()
         self.layer = torch.nn.Linear(8, 1)
         self.row_s, self.step_s, self.slow_from, self.slow_s = row_s, step_s, slow_from, slow_s
@@ -143,7 +145,11 @@ def test_a_slow_loader_is_named_after_the_warm_up_long_before_the_fit_ends(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, record_property: Any
 ) -> None:
     monitor = PerfMonitor(
-        sample_resources=False, run_dir=str(tmp_path / "run"), interval_steps=40, console=True, sinks=[Arrivals()]
+        sample_resources=False,
+        run_dir=str(tmp_path / "run"),
+        interval_steps=40,
+        console=True,
+        sinks=[Arrivals()],
     )
     with caplog.at_level(logging.INFO):
         fit(tmp_path, Model(row_s=0.003, step_s=0.004), 250, monitor)
@@ -174,9 +180,13 @@ def test_a_slow_loader_is_named_after_the_warm_up_long_before_the_fit_ends(
     )
 
 
-def test_a_slowdown_planted_after_step_k_is_a_change_from_near_k(tmp_path: Path, record_property: Any) -> None:
+def test_a_slowdown_planted_after_step_k_is_a_change_from_near_k(
+    tmp_path: Path, record_property: Any
+) -> None:
     k = 130
-    monitor = PerfMonitor(sample_resources=False, run_dir=str(tmp_path / "run"), interval_steps=30, sinks=[Arrivals()])
+    monitor = PerfMonitor(
+        sample_resources=False, run_dir=str(tmp_path / "run"), interval_steps=30, sinks=[Arrivals()]
+    )
     fit(tmp_path, Model(row_s=0.0, step_s=0.004, slow_from=k, slow_s=0.016), 250, monitor)
     changes = [v for _, w, _, _ in CLOCK.arrived if w.is_interval for v in w.verdicts if v.kind == "CHANGE"]
     assert changes, [w.verdicts for _, w, _, _ in CLOCK.arrived]
@@ -185,7 +195,9 @@ def test_a_slowdown_planted_after_step_k_is_a_change_from_near_k(tmp_path: Path,
     assert first.subject == "step"
     assert abs(first.evidence["start_step"] - k) <= 5
     assert f"from step {int(first.evidence['start_step'])}" in first.message
-    quiet = [v for _, w, _, _ in CLOCK.arrived if w.is_interval and w.steps and w.steps[1] < k for v in w.verdicts]
+    quiet = [
+        v for _, w, _, _ in CLOCK.arrived if w.is_interval and w.steps and w.steps[1] < k for v in w.verdicts
+    ]
     assert not [v for v in quiet if v.kind == "CHANGE"]  # before K nothing moved
 
 
@@ -218,7 +230,8 @@ def test_a_short_epoch_fit_is_as_before_intervals(tmp_path: Path, caplog: pytest
         said.append(_shape(caplog.text))
         run = read_run(tmp_path / str(intervals))
         windows.append([(w.stage, w.epoch, w.step, sorted(w.metrics)) for w in run.windows])
-        assert not run.intervals and not list((tmp_path / str(intervals)).glob("intervals*"))
+        assert not run.intervals
+        assert not list((tmp_path / str(intervals)).glob("intervals*"))
     heads = [[line for line in lines if line.startswith(" ")] for lines in said]
     assert heads[0] == heads[1]  # the same blocks, in the same order (their lines vary with noise)
     assert not any("provisional" in line for line in said[1])

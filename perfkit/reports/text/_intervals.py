@@ -80,5 +80,7 @@ def interval_line(
     top = next((v for v in verdicts if v.kind != "CHANGE"), None)
     if top is not None:
         head += f" -> {top.kind} ({top.share:.0%})"
-    changes = [f"  change   {display_name(v.message, None)} -> {v.action}" for v in verdicts if v.kind == "CHANGE"]
+    changes = [
+        f"  change   {display_name(v.message, None)} -> {v.action}" for v in verdicts if v.kind == "CHANGE"
+    ]
     return "\n".join([head, *changes])
