@@ -42,6 +42,7 @@ from ._version import __version__
 from ._warn import PerfkitWarning
 from .resources import ResourceSampler
 from .run import window as _run_window
+from .stages import intervals_from as _intervals_from
 
 if TYPE_CHECKING:
     from .monitor import StageMonitor
@@ -107,6 +108,9 @@ def window(
     gather: Callable[[Any], Sequence[Any]] | None = None,
     rank: int | None = None,
     console: bool = True,
+    interval_steps: int | None = None,
+    interval_s: float | None = None,
+    intervals: bool | None = None,
 ) -> ScriptWindow:
     """One stage epoch of a plain script: metrics to ``run`` and ``sinks`` when the block ends, and
     the epoch's block (its account and top verdict) logged through ``logging`` (``console=False``: none).
@@ -114,6 +118,10 @@ def window(
     The rest is ``perfkit.run.window``: ``gather=perfkit.torch.gather_ranks`` merges the ranks of a
     job of several processes (every rank enters the same windows in the same order; ``rank``
     defaults to torch.distributed's), and only rank 0 sends and logs (docs/accelerate-fabric.md).
+    A long epoch is also reported while it runs, every ``interval_steps`` steps or ``interval_s``
+    seconds after a warm-up of 10 steps (a provisional block, metrics under ``perf/interval``):
+    by default (``intervals=None``) for a loop over a stream without a length or an epoch still
+    running after three minutes; ``intervals=True`` every epoch, ``False`` never.
 
     >>> import perfkit, numpy as np
     >>> with perfkit.window("val", epoch=0, registry=perfkit.Registry(), console=False) as w:
@@ -137,6 +145,7 @@ def window(
         listeners=listeners,
         gather=gather,
         rank=rank,
+        intervals=_intervals_from(intervals, interval_steps, interval_s),
     )
 
 

@@ -10,6 +10,7 @@ Verdict kinds, the rules behind them and their thresholds: docs/diagnosis.md.
 from .._rule import Abstention, Rule, Verdict, severity
 from ..trace import find_bottlenecks
 from ._case import Case
+from ._change import CHANGE, Timeline
 from ._compare import Comparison, PartChange, compare_runs
 from ._diagnose import diagnose, diagnose_windows, judge
 from ._rules import KINDS, RULES
@@ -17,6 +18,7 @@ from ._store import write_diagnosis
 from ._verdict import Diagnosis, StageSummary
 
 __all__ = [
+    "CHANGE",
     "KINDS",
     "RULES",
     "Abstention",
@@ -26,6 +28,7 @@ __all__ = [
     "PartChange",
     "Rule",
     "StageSummary",
+    "Timeline",
     "Verdict",
     "compare_runs",
     "diagnose",

@@ -6,16 +6,22 @@ with its top verdict. A stage run inside an open training epoch (validation ever
 said after training's own block, so the console reads in the order epochs end. At the end of
 the run, ``finish`` writes the run's ``verdicts.json`` and says its ranked verdicts. Only the
 publishing process (rank 0) sends and says; every rank keeps the metrics.
+
+The intervals of a long epoch still running (``perfkit.stages.Intervals``) are published the same
+way, under ``PREFIX/interval/STAGE/...`` at the step ``step_of`` gives, each judged by the same
+rules (provisionally) and by ``CHANGE`` against the stage's intervals before it: the first of an
+epoch says a whole block marked provisional, with the warm-up it left out; the others a line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from .._snapshot import Snapshot
-from ..findings import Case, Diagnosis, Verdict, judge, write_diagnosis
+from ..findings import Case, Diagnosis, Timeline, Verdict, judge, write_diagnosis
 from ..names import STAGES
-from ..reports import ranked_verdicts_text, summary_text
+from ..reports import interval_line, provisional_text, ranked_verdicts_text, summary_text
 from ..run import RunWriter
 from ..sinks import Sink, SinkFanout, check_sinks
 from ..stages import StageListener, StageWindow, cores_for_workers, stage_metrics
@@ -28,8 +34,10 @@ class StageMonitor(StageListener):
     """Publishes each stage epoch's window of ``stages``; see the module docstring.
 
     ``step_of(stage)`` gives the step sinks log at (default: a count of windows published);
-    ``is_open(stage)`` tells whether a stage epoch is still running (a recorder's ``is_open``),
-    to hold the block of a stage run inside training until training's own is said.
+    ``interval_step_of(stage)`` the step an interval is logged at (default ``step_of``: the global
+    step of the interval's last step); ``is_open(stage)`` tells whether a stage epoch is still
+    running (a recorder's ``is_open``), to hold the block of a stage run inside training until
+    training's own is said.
     """
 
     def __init__(
@@ -44,6 +52,7 @@ class StageMonitor(StageListener):
         publish: bool = True,
         step_of: Callable[[str], int] | None = None,
         is_open: Callable[[str], bool] | None = None,
+        interval_step_of: Callable[[str], int] | None = None,
     ) -> None:
         if not callable(say):
             raise TypeError(f"say must be callable, got {say!r}")
@@ -56,12 +65,18 @@ class StageMonitor(StageListener):
         self.fanout = SinkFanout(check_sinks(sinks))
         self.step_of = step_of
         self.is_open = is_open
+        self.interval_step_of = interval_step_of or step_of
         self.last_metrics: dict[str, dict[str, float]] = {}
         """The last metrics of each stage (on every rank)."""
         self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
         self._train: StageWindow | None = None
         self._held: list[str] = []
         self._published = 0
+        self._timelines: dict[str, Timeline] = {}
+        self._warmups: dict[str, StageWindow] = {}
+        self._said: set[tuple[str, int]] = set()  # epochs whose provisional block was said
+        self.last_interval_metrics: dict[str, dict[str, float]] = {}
+        """The last interval's metrics of each stage (on the publishing rank)."""
 
     def stage_ended(self, window: StageWindow) -> None:
         stage = window.stage
@@ -88,6 +103,32 @@ class StageMonitor(StageListener):
                 self.say(text)
                 if stage == "train":
                     self.flush()
+
+    def interval_ended(self, window: StageWindow) -> None:
+        stage = window.stage
+        if stage not in self.stages or not self.publish:  # an interval is the publishing rank's own
+            return
+        if window.scope == "warmup":
+            self._warmups[stage] = window  # said with the first interval: what was left out, and why
+            return
+        prefix = f"{self.prefix}/interval"
+        metrics = stage_metrics(window, prefix=prefix, user_series=self.user_series)
+        top = self.top_verdict(window)
+        changes = self._timelines.setdefault(stage, Timeline()).judge(window)
+        window = replace(window, verdicts=(*([top] if top is not None else []), *changes))
+        self.last_interval_metrics[stage] = metrics
+        step = self.interval_step_of(stage) if self.interval_step_of is not None else self._published
+        self.fanout.emit(window, metrics, step)
+        if not self.console:
+            return
+        if (stage, window.epoch) not in self._said:
+            self._said.add((stage, window.epoch))
+            warmup = self._warmups.pop(stage, None)
+            self.say(provisional_text(window, metrics, prefix=prefix, verdict=top, warmup=warmup))
+            if changes:
+                self.say(interval_line(window, metrics, prefix=prefix, verdicts=changes).split("\n", 1)[1])
+        else:
+            self.say(interval_line(window, metrics, prefix=prefix, verdicts=window.verdicts))
 
     def flush(self) -> None:
         """Say the blocks held back for training's."""

@@ -17,13 +17,16 @@ from .text import (
     comparison_text,
     diagnosis_text,
     diff_text,
+    interval_line,
     performance_line,
+    provisional_text,
     ranked_verdicts_text,
     ranks_text,
     series_line,
     snapshot_text,
     summary_text,
     throughput_line,
+    warmup_text,
 )
 
 __all__ = [
@@ -33,8 +36,10 @@ __all__ = [
     "diagnosis_text",
     "diff_text",
     "format_seconds",
+    "interval_line",
     "log_report_to_mlflow",
     "performance_line",
+    "provisional_text",
     "ranked_verdicts_text",
     "ranks_text",
     "render_html",
@@ -42,5 +47,6 @@ __all__ = [
     "snapshot_text",
     "summary_text",
     "throughput_line",
+    "warmup_text",
     "write_html_report",
 ]

@@ -9,13 +9,14 @@ find_runs("lightning_logs")[0]            # the newest run directory below a fol
 
 from ._find import find_runs
 from ._jobs import RunJob
-from ._reader import RunData, RunTrace, RunWindow, read_run
+from ._reader import RunData, RunInterval, RunTrace, RunWindow, read_run
 from ._script import ScriptWindow, window
 from ._writer import FORMAT, RunWriter, describe_os_error, file_stem, this_job
 
 __all__ = [
     "FORMAT",
     "RunData",
+    "RunInterval",
     "RunJob",
     "RunTrace",
     "RunWindow",

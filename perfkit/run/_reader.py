@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._rule import Verdict
 from .._snapshot import Snapshot
 from ..names import display_name
-from ..stages import SlowStep, StageWindow, stage_prefix
+from ..stages import Account, SlowStep, StageWindow, stage_prefix
 from ._jobs import RunJob, job_of, jobs_problem, list_jobs, pick
 
 if TYPE_CHECKING:
@@ -86,6 +87,30 @@ class RunWindow:
 
 
 @dataclass(frozen=True)
+class RunInterval:
+    """One line of ``intervals.jsonl``: an interval of a stage epoch that was still running (or the
+    ``merged`` intervals a long run folded into it), with its metrics and provisional verdicts."""
+
+    stage: str
+    epoch: int
+    steps: tuple[int, int]
+    step: int | None
+    wall_s: float
+    samples: int | None
+    account: Account
+    metrics: Mapping[str, float]
+    verdicts: tuple[Verdict, ...]
+    prefix: str
+    start_ns: int
+    end_ns: int
+    merged: int = 1
+
+    def metric(self, name: str) -> float | None:
+        """``metrics`` by the name after the stage (``"step_ms_p95"``)."""
+        return self.metrics.get(f"{stage_prefix(self.stage, self.prefix + '/interval')}/{name}")
+
+
+@dataclass(frozen=True)
 class RunTrace:
     """One line of ``traces.jsonl``: a profiler window, its trace file and its analysis (or None)."""
 
@@ -122,6 +147,9 @@ class RunData:
     """The job read (its windows, traces and final snapshot); ``""`` for a run of one unnamed job."""
     jobs: tuple[RunJob, ...] = ()
     """Every job that wrote the directory, oldest first (one for a run of one process)."""
+    intervals: tuple[RunInterval, ...] = ()
+    """The job's interval windows, oldest first (none for a run of short epochs, or an older
+    run directory); ``windows`` holds the stage epochs only."""
 
 
 def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData:
@@ -176,7 +204,39 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
         if ("job" not in x or x["job"] == mine) and (t := _or_problem(problems, n, _trace, root, n, x))
     ]
     final = _final(root, jobs, chosen, problems)
-    return RunData(root, meta, tuple(windows), tuple(traces), final, tuple(problems), mine, tuple(jobs))
+    intervals = [
+        x
+        for file in sorted(root.glob("intervals*.jsonl"))
+        for n, line in _lines(file, problems)
+        if job_of(line) == mine and (x := _or_problem(problems, n, _interval, n, line))
+    ]
+    intervals.sort(key=lambda x: x.start_ns)
+    return RunData(
+        root, meta, tuple(windows), tuple(traces), final, tuple(problems), mine, tuple(jobs), tuple(intervals)
+    )
+
+
+def _interval(where: str, line: Mapping[str, Any]) -> RunInterval:
+    steps = _field(line, "steps", list, where)
+    if len(steps) != 2 or not all(isinstance(x, int) for x in steps):
+        raise ValueError(f"{where}: 'steps' must be [first, last], got {steps!r}"[:300])
+    account = _field(line, "account", dict, where)
+    wall = float(_field(line, "wall_s", (int, float), where))
+    return RunInterval(
+        stage=_field(line, "stage", str, where),
+        epoch=_field(line, "epoch", int, where),
+        steps=(steps[0], steps[1]),
+        step=_int_or_none(line.get("step")),
+        wall_s=wall,
+        samples=_int_or_none(line.get("samples")),
+        account=Account.from_dict(account),
+        metrics=_metrics(_field(line, "metrics", dict, where), where),
+        verdicts=tuple(Verdict.from_dict(v) for v in line.get("verdicts") or () if isinstance(v, dict)),
+        prefix=str(line.get("prefix") or "perf"),
+        start_ns=_field(line, "start_ns", int, where),
+        end_ns=_field(line, "end_ns", int, where),
+        merged=_int_or_none(line.get("merged")) or 1,
+    )
 
 
 def _final(root: Path, jobs: list[RunJob], chosen: RunJob | None, problems: list[str]) -> Snapshot | None:

@@ -40,7 +40,7 @@ from .._registry import Registry, check_registry, current_registry
 from .._state import SWITCH
 from .._validate import check_int, check_name
 from ..sinks import Failures, Sink, SinkFanout, check_sinks
-from ..stages import StageListener, StageRecorder, StageWindow, stage_metrics
+from ..stages import Intervals, StageListener, StageRecorder, StageWindow, stage_metrics
 from ._writer import RunWriter
 
 T = TypeVar("T")
@@ -91,6 +91,7 @@ class ScriptWindow:
         listeners: Sequence[StageListener] = (),
         gather: Gather | None = None,
         rank: int = 0,
+        intervals: Intervals | None = None,
     ) -> None:
         self.stage = check_name(stage, "stage")
         self.epoch = check_int(epoch, "epoch")
@@ -106,11 +107,15 @@ class ScriptWindow:
             raise TypeError(f"gather must be callable or None (perfkit.torch.gather_ranks), got {gather!r}")
         self.gather = gather
         self.rank = check_int(rank, "rank")
+        if intervals is not None and not isinstance(intervals, Intervals):
+            raise TypeError(f"intervals must be a perfkit.stages.Intervals or None, got {intervals!r}")
+        self.intervals = intervals
         self.window: StageWindow | None = None
         self.metrics: dict[str, float] = {}
         self._shared: _Shared | None = None
         self._entered = False
         self._loops: list[Generator[Any, None, None]] = []
+        self._sender: _SendIntervals | None = None
 
     def __enter__(self) -> ScriptWindow:
         if self._entered:
@@ -120,6 +125,10 @@ class ScriptWindow:
             self._shared = _shared(self.run if self.run is not None else self.registry, self.registry)
             recorder = self._shared.recorder
             recorder.gather, recorder.rank = self.gather, self.rank
+            recorder.intervals = self.intervals
+            if self.intervals is not None:
+                self._sender = _SendIntervals(self, self._shared)
+                recorder.listeners.append(self._sender)
             recorder.listeners += [x for x in self.listeners if x not in recorder.listeners]
             recorder.begin(self.stage, self.epoch)
         return self
@@ -137,7 +146,7 @@ class ScriptWindow:
         try:
             shared.recorder.end(self.stage)
         finally:
-            gone = (publish, *self.listeners)
+            gone = (publish, *self.listeners, *([self._sender] if self._sender is not None else []))
             shared.recorder.listeners[:] = [x for x in shared.recorder.listeners if x not in gone]
 
     def _publish(self, window: StageWindow, shared: _Shared) -> None:
@@ -162,6 +171,8 @@ class ScriptWindow:
             raise TypeError(f"iterable must be iterable, got {iterable!r} of type {type(iterable).__name__}")
         if self._shared is None:
             return iter(iterable)
+        if not hasattr(iterable, "__len__"):  # a stream: its epoch may never end, so cut it from the start
+            self._shared.recorder.mark_long(self.stage)
         loop = self._timed(iterable, self._shared.recorder)
         self._loops.append(loop)
         return loop
@@ -198,6 +209,22 @@ class _Publish(StageListener):
             self.owner._publish(window, self.shared)
 
 
+class _SendIntervals(StageListener):
+    """Sends a script window's intervals while its stage runs (``_Publish`` joins only at its end)."""
+
+    def __init__(self, owner: ScriptWindow, shared: _Shared) -> None:
+        self.owner, self.shared = owner, shared
+
+    def interval_ended(self, window: StageWindow) -> None:
+        """An interval goes to the sinks under ``perf/interval/STAGE``, at its last step of the epoch."""
+        owner = self.owner
+        if window.stage != owner.stage or owner.rank != 0 or window.scope != "interval":
+            return
+        metrics = stage_metrics(window, prefix="perf/interval")
+        step = window.steps[1] if window.steps is not None else 0
+        SinkFanout(owner.sinks, failures=self.shared.sink_failures).emit(window, metrics, step)
+
+
 def window(
     stage: str,
     *,
@@ -209,13 +236,16 @@ def window(
     listeners: Sequence[StageListener] = (),
     gather: Gather | None = None,
     rank: int = 0,
+    intervals: Intervals | None = None,
 ) -> ScriptWindow:
     """One stage epoch of a plain script: metrics to ``run`` and ``sinks`` when the block ends.
 
     ``step`` is what sinks get as the step (default: a counter of the run's windows);
     ``listeners`` follow the stage epoch as it runs (``perfkit.torch.ProfilerWindows``);
     ``gather`` merges the ranks of a job of several processes, ``rank`` is this one's (only
-    rank 0 sends: see the module docstring).
+    rank 0 sends: see the module docstring). ``intervals`` (a ``perfkit.stages.Intervals``) cuts a
+    long epoch into interval windows while it runs, sent under ``perf/interval/STAGE`` at their
+    last step (a loop over a stream without a length is cut from the start; others once long).
     Training's time per sample is remembered per run (per registry without one) as the
     reference of the other stages' ``time_per_sample_vs_train_ratio``.
 
@@ -237,6 +267,7 @@ def window(
         listeners=listeners,
         gather=gather,
         rank=rank,
+        intervals=intervals,
     )
 
 

@@ -5,6 +5,7 @@
       windows.jsonl       one line per stage epoch: stage, epoch, metric prefix, metrics, wall time,
                           samples, account, ranks, slowest steps, and where its snapshot is
       windows/*.json      the snapshot of each of those windows (Snapshot.to_dict)
+      intervals.jsonl     one line per interval of a long stage epoch (no snapshot; bounded: _intervals)
       traces.jsonl        one line per profiler window: its trace file and its analysis
       final.json          the snapshot of the whole run, written when the run ends
 
@@ -50,6 +51,7 @@ from .._version import __version__
 from .._warn import WarnOnce, log
 from ..names import display_name
 from ..stages import StageWindow
+from ._intervals import MAX_INTERVALS, compact, dumps
 
 FORMAT = 2
 """1: lines named the stage ``phase`` and carried no prefix or account (still read)."""
@@ -112,6 +114,7 @@ class RunWriter:
         self.lost: list[dict[str, Any]] = []
         """Windows that could not be written: writer, seq, stage, epoch and the reason."""
         self._lost_saved = 0
+        self._intervals: list[dict[str, Any]] = []  # this job's interval lines, as the file holds them
         self._info: dict[str, Any] = {}
         self._safely("run.json", self._start, dict(meta or {}))
 
@@ -144,8 +147,34 @@ class RunWriter:
             write_atomically(run_json, json.dumps(info, indent=2, default=str))
 
     def emit(self, window: StageWindow, metrics: Mapping[str, float], step: int) -> None:
-        """As a sink: record ``window`` (see ``add_window``)."""
-        self.add_window(window, metrics, step=step)
+        """As a sink: record ``window`` (see ``add_window``; an interval: ``add_interval``)."""
+        if window.is_interval:
+            self.add_interval(window, metrics, step=step)
+        else:
+            self.add_window(window, metrics, step=step)
+
+    def add_interval(
+        self, window: StageWindow, metrics: Mapping[str, float], *, step: int | None = None
+    ) -> None:
+        """Record one interval of a stage epoch still running: a line of ``intervals.jsonl``, merged
+        with its neighbours once the file holds ``MAX_INTERVALS`` (see ``perfkit.run._intervals``)."""
+        line = {
+            **window.to_dict(),
+            "step": step,
+            "prefix": self.prefix,
+            "start_ns": window.snapshot.start_ns,
+            "end_ns": window.snapshot.end_ns,
+            "metrics": dict(metrics),
+            "merged": 1,
+            "job": self.job,
+        }
+        self._intervals.append(line)
+        file = self.path / f"intervals{self._suffix}.jsonl"
+        if len(self._intervals) > MAX_INTERVALS:  # a quarter of the limit is freed each time
+            self._intervals = compact(self._intervals, MAX_INTERVALS * 3 // 4)
+            self._safely("intervals", write_atomically, file, dumps(self._intervals))
+        else:
+            self._safely("intervals", append_line, file, line)
 
     def close(self) -> None:
         """As a sink: nothing to release (every line is written when its window ends)."""

@@ -12,6 +12,9 @@ which ``stage_metrics`` turns into flat, unit-suffixed metrics.
     window = rec.end("train")
     stage_metrics(window)["perf/train/time/data_wait_fraction"]
 
+A long epoch is also cut into interval windows while it runs (``Intervals``: every N steps or
+T seconds, after a warm-up), so a run gives its first answer in minutes, not when the epoch ends.
+
 ``check_stages`` is the check of every ``stages=`` argument (some of ``perfkit.names.STAGES``).
 """
 
@@ -19,16 +22,19 @@ from .._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker
 from ._account import PARTS, RESIDUAL_ZONES, Account, stage_account
 from ._batch import batch_size
 from ._choice import check_stages
+from ._intervals import Intervals, intervals_from
 from ._metrics import metric_key, stage_metrics, stage_prefix
 from ._recorder import StageListener, StageRecorder
 from ._segments import Window
 from ._tags import tag_step, take_tags
-from ._window import RankPart, SlowStep, StageWindow, keep_slowest
+from ._window import SCOPES, RankPart, SlowStep, StageWindow, keep_slowest
 
 __all__ = [
     "PARTS",
     "RESIDUAL_ZONES",
+    "SCOPES",
     "Account",
+    "Intervals",
     "LoopStats",
     "RankPart",
     "SlowStep",
@@ -40,6 +46,7 @@ __all__ = [
     "batch_size",
     "check_stages",
     "cores_for_workers",
+    "intervals_from",
     "keep_slowest",
     "loop_stats",
     "metric_key",

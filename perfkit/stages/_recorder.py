@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .._buffer import add_record
@@ -36,6 +36,7 @@ from .._warn import WarnOnce
 from ..names import HOOK, hook_series, step_series
 from ._account import Account, stage_account
 from ._batch import batch_size
+from ._intervals import Cuts, Intervals
 from ._segments import Window
 from ._tags import take_tags
 from ._window import RankPart, SlowStep, StageWindow, keep_slowest
@@ -56,6 +57,10 @@ class StageListener:
 
     def stage_ended(self, window: StageWindow) -> None:
         """A stage epoch ended: its window, merged over ranks."""
+
+    def interval_ended(self, window: StageWindow) -> None:
+        """An interval (or the warm-up) of a stage epoch still running ended: its window, this
+        rank's (``window.scope``, ``window.steps``; see ``perfkit.stages.Intervals``)."""
 
 
 class _Sampler(Protocol):
@@ -83,6 +88,7 @@ class _Epoch:
     nested_s: float = 0.0
     paused_at: int = 0  # when another stage run inside it last paused it
     waited: bool = False
+    cuts: Cuts | None = None  # its interval windows, when the recorder cuts them
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,10 @@ class StageRecorder:
         that makes a recorder per call on one trainer (fit, then test) carries it over."""
         self._count_samples = True
         self._warn = WarnOnce()
+        self.intervals: Intervals | None = None
+        """When open stage epochs are cut into interval windows (None: never)."""
+        self.long_stages: set[str] = set()
+        """Stages whose epochs the driver knows are long (a step-based loop): cut from their start."""
 
     # ---- stage epochs ---------------------------------------------------------------------
 
@@ -175,6 +185,9 @@ class StageRecorder:
         if outer is not None:
             self._open[outer].paused_at = self.registry.clock()  # pausing costs the outer step nothing
             self._open[outer].window.pause()
+            cuts = self._open[outer].cuts
+            if cuts is not None:
+                cuts.window.pause()
         base = (get_cell(None) or new_cell())[0]
         self._open[stage] = _Epoch(
             stage=stage,
@@ -184,6 +197,9 @@ class StageRecorder:
             base=base,
             step_node=NODES.child(base, step_series(stage), overlay=True),
         )
+        if self.intervals is not None:
+            now = self.registry.clock()
+            self._open[stage].cuts = Cuts(self.intervals, self.registry, now, stage in self.long_stages)
         self._stack.append(stage)
         self._notify("stage_begun", stage, epoch)
 
@@ -200,6 +216,14 @@ class StageRecorder:
         finally:
             self._resume_outer(state)
         return window
+
+    def mark_long(self, stage: str) -> None:
+        """``stage``'s epochs are long (a step-based loop): with ``intervals`` set, cut them from the
+        warm-up on, the open one included."""
+        self.long_stages.add(stage)
+        state = self._open.get(stage)
+        if state is not None and state.cuts is not None:
+            state.cuts.on = True
 
     def discard(self, stage: str) -> None:
         """Close the ``stage`` epoch without a window (a loop that turned out to have nothing to run)."""
@@ -229,6 +253,8 @@ class StageRecorder:
         if enclosing.step_start is not None:
             enclosing.excluded_ns += max(0, self.registry.clock() - enclosing.paused_at)
         enclosing.window.resume()
+        if enclosing.cuts is not None:
+            enclosing.cuts.window.resume()
 
     # ---- steps and hooks ------------------------------------------------------------------
 
@@ -257,6 +283,8 @@ class StageRecorder:
         if batch is not None:
             self.batch_done(stage, batch)
         self._notify("step_ended", stage, index, duration)
+        if state.cuts is not None and state.cuts.due(state.steps, self.registry.clock()):
+            self._cut(state, state.cuts)
         return duration
 
     def batch_done(self, stage: str, batch: Any) -> None:
@@ -346,6 +374,34 @@ class StageRecorder:
             nested_s=state.nested_s,
             reference_s_per_sample=None if state.stage == "train" else self._reference(),
         )
+
+    def _cut(self, state: _Epoch, cuts: Cuts) -> None:
+        """End the open interval of ``state`` (its steps since the last cut) and publish its window;
+        the epoch goes on. This rank's alone: no collective, so ranks never wait on each other."""
+        if self.sampler is not None:
+            self.sampler.sample_now()  # the interval's memory peak up to its end
+        snapshot = cuts.window.close()
+        wall = cuts.window.wall_s
+        samples = None
+        if state.samples is not None and cuts.samples_at is not None:
+            samples = state.samples - cuts.samples_at
+        window = StageWindow(
+            stage=state.stage,
+            epoch=state.epoch,
+            snapshot=snapshot,
+            wall_s=wall,
+            account=stage_account(
+                snapshot, state.stage, state.loader, wall_s=wall, segments=cuts.window.segments
+            ),
+            samples=samples or None,
+            loader=state.loader if state.loader != state.stage else None,
+            nested_s=state.nested_s - cuts.nested_at,
+            reference_s_per_sample=None if state.stage == "train" else self._reference(),
+            steps=(cuts.first_step, state.steps - 1),
+        )
+        window = replace(window, scope=cuts.advance(state.steps, self.registry.clock()))
+        cuts.samples_at, cuts.nested_at = state.samples, state.nested_s
+        self._notify("interval_ended", window)
 
     def _reference(self) -> float | None:
         """Training's time per sample: so far in the open training epoch, else the last one's."""

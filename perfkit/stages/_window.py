@@ -12,8 +12,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .._rule import Verdict
 from .._snapshot import Snapshot
 from ._account import Account
+
+SCOPES = ("epoch", "interval", "warmup")
+"""What a window spans: a whole stage epoch; an interval of an epoch in progress (N steps or T
+seconds of it, ``perfkit.stages.Intervals``); the warm-up steps left out before the first interval."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,9 @@ class StageWindow:
     (the sanity check reads validation's loader). ``ranks`` holds each rank's part when several
     ranks took part, in rank order; ``account`` is then the mean over ranks.
     ``reference_s_per_sample`` is training's time per sample, for the other stages' ratio.
+    ``scope`` is ``epoch`` for a whole stage epoch, ``interval`` (or ``warmup``) for a piece of
+    one still running, whose steps of the epoch are ``steps`` (first, last); an interval is this
+    rank's alone, and carries the ``verdicts`` its monitor judged (provisional).
     """
 
     stage: str
@@ -82,6 +90,14 @@ class StageWindow:
     ranks: tuple[RankPart, ...] = ()
     nested_s: float = 0.0
     reference_s_per_sample: float | None = None
+    scope: str = "epoch"
+    steps: tuple[int, int] | None = None
+    verdicts: tuple[Verdict, ...] = ()
+
+    @property
+    def is_interval(self) -> bool:
+        """Whether the window is a piece of a stage epoch (an interval or the warm-up), not all of it."""
+        return self.scope != "epoch"
 
     @property
     def s_per_sample(self) -> float | None:
@@ -111,6 +127,16 @@ class StageWindow:
             "account": self.account.to_dict(),
             "ranks": [{**asdict(r), "account": r.account.to_dict()} for r in self.ranks],
             "slowest": [asdict(s) for s in self.slowest],
+            # an epoch's line is as it was before intervals existed
+            **(
+                {
+                    "scope": self.scope,
+                    "steps": list(self.steps or ()),
+                    "verdicts": [v.to_dict() for v in self.verdicts],
+                }
+                if self.is_interval
+                else {}
+            ),
         }
 
     @classmethod
@@ -139,7 +165,16 @@ class StageWindow:
             ),
             nested_s=float(data.get("nested_s") or 0.0),
             reference_s_per_sample=_float_or_none(data.get("reference_s_per_sample")),
+            scope=str(data.get("scope", "epoch")),
+            steps=_steps(data.get("steps")),
+            verdicts=tuple(Verdict.from_dict(v) for v in _list(data.get("verdicts"))),
         )
+
+
+def _steps(value: object) -> tuple[int, int] | None:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) for x in value):
+        return int(value[0]), int(value[1])
+    return None
 
 
 def _list(value: object) -> list[Any]:

@@ -2,6 +2,7 @@
 
     snapshot_text(snapshot)              # perfkit.report: the section tree of a snapshot
     summary_text(window, metrics)        # the console block of a stage epoch
+    provisional_text / interval_line     # an interval of an epoch still running (its first / the rest)
     diagnosis_text(run, diagnosis)       # perfkit summary
     comparison_text(comparison)          # perfkit compare
     analysis_text(analysis)              # perfkit analyze TRACE
@@ -17,6 +18,7 @@ from ._comparison import comparison_text
 from ._console import series_line, summary_text
 from ._diagnosis import diagnosis_text, ranked_verdicts_text
 from ._diff import diff_text
+from ._intervals import interval_line, provisional_text, warmup_text
 from ._ranks import ranks_text
 from ._seeds import performance_line, throughput_line
 from ._snapshot import snapshot_text
@@ -26,11 +28,14 @@ __all__ = [
     "comparison_text",
     "diagnosis_text",
     "diff_text",
+    "interval_line",
     "performance_line",
+    "provisional_text",
     "ranked_verdicts_text",
     "ranks_text",
     "series_line",
     "snapshot_text",
     "summary_text",
     "throughput_line",
+    "warmup_text",
 ]

@@ -17,15 +17,20 @@ from ...stages import PARTS, StageWindow, stage_prefix
 
 
 def summary_text(
-    window: StageWindow, metrics: Mapping[str, float], *, prefix: str = "perf", verdict: Verdict | None = None
+    window: StageWindow,
+    metrics: Mapping[str, float],
+    *,
+    prefix: str = "perf",
+    verdict: Verdict | None = None,
+    heading: str | None = None,
 ) -> str:
     """A few lines saying where the epoch's time went, from the same numbers that were logged;
-    ``verdict`` (the epoch's top verdict) comes right after the first line."""
+    ``verdict`` (the epoch's top verdict) comes right after the first line. ``heading`` replaces
+    ``STAGE epoch N`` (an interval of an epoch in progress says so)."""
     p = stage_prefix(window.stage, prefix)
     steps = int(metrics.get(f"{p}/steps", 0))
-    head = f"[perfkit] {display_name(window.stage)} epoch {window.epoch}: {steps} steps in " + format_seconds(
-        window.wall_s
-    )
+    title = heading or f"{display_name(window.stage)} epoch {window.epoch}"
+    head = f"[perfkit] {title}: {steps} steps in " + format_seconds(window.wall_s)
     if f"{p}/samples_per_s" in metrics:
         head += f", {metrics[f'{p}/samples_per_s']:.1f} samples/s"
     ratio = metrics.get(f"{p}/time_per_sample_vs_train_ratio")

@@ -40,7 +40,7 @@ from perfkit.names import RUN_DIR_NAME, STAGES, optimizer_series
 from perfkit.resources import ResourceSampler, lease, release
 from perfkit.run import RunWriter
 from perfkit.sinks import Sink, check_sinks
-from perfkit.stages import StageRecorder, StageWindow, batch_size, check_stages
+from perfkit.stages import StageRecorder, StageWindow, batch_size, check_stages, intervals_from
 
 from ._trainer import StageLoader, find_trainer, wrap_loaders
 
@@ -77,6 +77,9 @@ class PerfkitCallback(TrainerCallback):
     goes (default ``OUTPUT_DIR/perfkit-run``; ``save_run=False`` writes none); ``console``: say
     each stage epoch's block and, at the end of training, the run's ranked verdicts;
     ``sinks``: more ``perfkit.sinks`` sinks; ``sample_resources``: poll memory while training.
+    ``intervals``, ``interval_steps``, ``interval_s``, ``warmup_steps``: a long epoch's interval
+    windows, as on ``perfkit_lightning.PerfMonitor`` (by default on for a run of ``max_steps`` in
+    one pass, or an epoch still running after three minutes; steps are micro-batches).
 
     >>> from perfkit_hf import PerfkitCallback
     >>> callback = PerfkitCallback(stages=("train", "val"), console=False)
@@ -95,6 +98,10 @@ class PerfkitCallback(TrainerCallback):
         sample_interval_s: float = 0.1,
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
+        intervals: bool | None = None,
+        interval_steps: int | None = None,
+        interval_s: float | None = None,
+        warmup_steps: int = 10,
     ) -> None:
         self.stages = check_stages(stages, "stages")
         if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
@@ -112,6 +119,7 @@ class PerfkitCallback(TrainerCallback):
         self.registry = registry or perfkit.get_registry()
         self.sinks = check_sinks(sinks)
         self.recorder = StageRecorder(self.registry, top_k_slowest=top_k_slowest)
+        self.recorder.intervals = intervals_from(intervals, interval_steps, interval_s, warmup_steps)
         self.monitor: StageMonitor | None = None
         self._optimizer_t0: int | None = None
         self._trainer: Any = None
@@ -133,6 +141,8 @@ class PerfkitCallback(TrainerCallback):
     ) -> None:
         if self._trainer is None:  # added after the Trainer was built (trainer.add_callback)
             self._attach(find_trainer(), args)
+        if args.max_steps > 0 and state.num_train_epochs <= 1:  # one pass or less: step-based
+            self.recorder.mark_long("train")
         if self.sample_resources and self._sampler is None:
             self._sampler = lease(self.registry, self.sample_interval_s)
             self.recorder.sampler = self._sampler

@@ -28,7 +28,7 @@ from perfkit.run import RunWriter
 from perfkit.stages import StageListener, StageRecorder, batch_size
 
 from ._hookclock import HookClock
-from ._lightning import Undo, check, eval_loops, logger_methods, wrap
+from ._lightning import Undo, check, eval_loops, logger_methods, step_based, wrap
 from ._loaders import hook_loaders
 from ._sinks import LoggerSink
 
@@ -166,7 +166,10 @@ class Driver:
             trainer = self.trainer
             if trainer.training and not trainer.sanity_checking:
                 self.recorder.begin("train", trainer.current_epoch)
-            return original(*args, **kwargs)
+            out = original(*args, **kwargs)
+            if self.recorder.intervals is not None and step_based(trainer):  # loaders are built now
+                self.recorder.mark_long("train")
+            return out
 
         return begins
 

@@ -75,14 +75,16 @@ def wrap(obj: Any, name: str, make: Callable[[Callable[..., Any]], Callable[...,
     return undo
 
 
-def log_step(trainer: Trainer, stage: str) -> int:
+def log_step(trainer: Trainer, stage: str, *, interval: bool = False) -> int:
     """The step Lightning logs ``stage``'s epoch metrics at.
 
     Lightning logs a training epoch's metrics at the index of its last batch, and validation
-    (which runs before the counter moves on) at the counter itself: line up with both.
+    (which runs before the counter moves on) at the counter itself: line up with both. An
+    interval is cut as its last step ends, before the counter moves on: the counter is that
+    step's global index.
     """
     stepped = int(trainer.fit_loop.epoch_loop._batches_that_stepped)
-    return max(0, stepped - 1) if stage == "train" else stepped
+    return max(0, stepped - 1) if stage == "train" and not interval else stepped
 
 
 def total_steps(trainer: Trainer, stage: str) -> int | None:
@@ -101,6 +103,14 @@ def total_steps(trainer: Trainer, stage: str) -> int | None:
     if isinstance(value, float):  # inf: an iterable without a length
         return None if value == float("inf") else int(value)
     return value if isinstance(value, int) else None
+
+
+def step_based(trainer: Trainer) -> bool:
+    """Whether training is a run of steps rather than of epochs: its loader has no length, or
+    ``max_steps`` ends the fit inside the first epoch (one pass over a large data set)."""
+    batches = total_steps(trainer, "train")
+    max_steps = int(getattr(trainer, "max_steps", -1) or -1)
+    return batches is None or 0 < max_steps <= batches
 
 
 def overrides(obj: object, hook: str, base: type = Callback) -> bool:

@@ -22,7 +22,7 @@ from perfkit.monitor import StageMonitor
 from perfkit.names import RUN_DIR_NAME, STAGES
 from perfkit.resources import MAX_INTERVAL_S
 from perfkit.sinks import Sink, check_sinks
-from perfkit.stages import StageWindow, check_stages
+from perfkit.stages import StageWindow, check_stages, intervals_from
 
 from ._attach import attach_report
 from ._base import PerfkitCallback, stages_or_phases
@@ -46,6 +46,13 @@ class PerfMonitor(PerfkitCallback):
     ``perfkit.sinks`` sink each). At the end of a fit the run's verdicts go to
     ``RUN_DIR/verdicts.json`` and, with ``attach_report``, its HTML report to the W&B and
     MLflow runs of the Trainer's loggers.
+    A long epoch is also reported while it runs, in interval windows (``PREFIX/interval/STAGE/...``
+    at the global step, a provisional console block, a CHANGE verdict when an interval moves
+    beyond noise): every ``interval_steps`` steps or ``interval_s`` seconds after
+    ``warmup_steps`` steps left out. ``intervals`` None (the default) cuts only long epochs: a
+    step-based fit (``max_steps`` ending inside the first epoch, a loader without a length) or an
+    epoch still running after three minutes, every minute unless a length is given; True every
+    epoch; False never.
     ``phases`` is the deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release).
 
     >>> from perfkit_lightning import PerfMonitor
@@ -70,6 +77,10 @@ class PerfMonitor(PerfkitCallback):
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
         attach_report: bool = True,
+        intervals: bool | None = None,
+        interval_steps: int | None = None,
+        interval_s: float | None = None,
+        warmup_steps: int = 10,
         phases: Iterable[str] | None = None,
     ) -> None:
         stages, argument = stages_or_phases("PerfMonitor", stages, phases)
@@ -99,6 +110,8 @@ class PerfMonitor(PerfkitCallback):
         self.registry = registry
         self.sinks = check_sinks(sinks)
         self.attach_report = bool(attach_report)
+        self.intervals = intervals_from(intervals, interval_steps, interval_s, warmup_steps)
+        """When epochs are cut into interval windows (None: never)."""
         self._monitor: StageMonitor | None = None
         self._last_metrics: dict[str, dict[str, float]] = {}
 
@@ -123,6 +136,8 @@ class PerfMonitor(PerfkitCallback):
     # ---- the driver -------------------------------------------------------------------------
 
     def joined(self, trainer: Trainer, pl_module: LightningModule, driver: Driver) -> None:
+        if self.intervals is not None:
+            driver.recorder.intervals = self.intervals
         sinks: list[Sink] = [*driver.logger_sinks()]
         if self.save_run and trainer.is_global_zero:
             sinks.append(driver.writer(self.run_path(driver), self.prefix))
@@ -135,6 +150,7 @@ class PerfMonitor(PerfkitCallback):
             console=bool(self.console),
             publish=trainer.is_global_zero,
             step_of=lambda stage: log_step(trainer, stage),
+            interval_step_of=lambda stage: log_step(trainer, stage, interval=True),
             is_open=driver.recorder.is_open,
         )
 
@@ -164,6 +180,10 @@ class PerfMonitor(PerfkitCallback):
     def stage_ended(self, window: StageWindow) -> None:
         if self._monitor is not None:
             self._monitor.stage_ended(window)
+
+    def interval_ended(self, window: StageWindow) -> None:
+        if self._monitor is not None:
+            self._monitor.interval_ended(window)
 
 
 def _close(sink: Sink) -> None:
