@@ -150,6 +150,9 @@ class StageRecorder:
         self.train_s_per_sample: float | None = None
         """Training's time per sample in its last epoch: the other stages' reference. A framework
         that makes a recorder per call on one trainer (fit, then test) carries it over."""
+        self.datasets: dict[str, str] = {}
+        """The class name of each loader's dataset, by loader name (``val/1``), where whoever
+        instruments the loaders knows it: a verdict about one of several loaders names it."""
         self._count_samples = True
         self._warn = WarnOnce()
 
@@ -322,7 +325,12 @@ class StageRecorder:
                 for ns, index, tags in sorted(state.slowest, reverse=True)
             ),
             account=stage_account(
-                snapshot, state.stage, state.loader, wall_s=wall, segments=state.window.segments
+                snapshot,
+                state.stage,
+                state.loader,
+                wall_s=wall,
+                segments=state.window.segments,
+                datasets=self.datasets,
             ),
             steps=step.count if step is not None else 0,
             step_mean_s=step.mean_s if step is not None else 0.0,
