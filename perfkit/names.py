@@ -5,8 +5,9 @@ metrics, findings, the report, the trace analyser, the Lightning integration) al
 their names from here, so a name is spelled once.
 
 A *stage* is one of ``STAGES`` (a loop over a data set: training, validation, test,
-prediction); a *loader* is named after the stage that iterates it, or freely in a plain
-script. Records of a stage epoch:
+prediction); a *loader* is named after the stage that iterates it (of several in one stage, the
+``k``-th from the second on is ``STAGE/k``: ``loader_name``), or freely in a plain script.
+Records of a stage epoch:
 
 ==========================  ===========================================================
 ``STAGE.step``              the step's own compute, one record per batch

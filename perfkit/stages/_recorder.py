@@ -83,6 +83,7 @@ class _Epoch:
     nested_s: float = 0.0
     paused_at: int = 0  # when another stage run inside it last paused it
     waited: bool = False
+    hook_nodes: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, kind) -> its node
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,11 @@ class StageRecorder:
         if stage is None:
             return
         state = self._open[stage]
-        node = NODES.child(state.base, hook_series(stage, owner, kind), overlay=True)
+        node = state.hook_nodes.get((owner, kind))
+        if node is None:  # looked up once per owner and epoch: a hook runs several times a step
+            node = state.hook_nodes[owner, kind] = NODES.child(
+                state.base, hook_series(stage, owner, kind), overlay=True
+            )
         add_record(self.registry, node, t0, t1, failed=failed)
         if state.step_start is not None:
             state.excluded_ns += max(0, t1 - t0)
