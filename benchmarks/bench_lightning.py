@@ -161,6 +161,17 @@ def own_work_per_step(n: int = 20_000) -> dict[str, float]:
     instrumented = perfkit.torch.instrument(DataLoader(items, batch_size=None), "train", time_wait=True)
     loader = min(per_batch(instrumented) for _ in range(3)) - plain
 
+    # the hooks HookClock times in a real fit's step, and what timing one costs inside a step
+    with perfkit.use_registry(perfkit.Registry()) as fitted, tempfile.TemporaryDirectory() as tmp:
+        fit(200, [PerfMonitor(run_dir=tmp, top_k_slowest=5, sample_resources=False)])
+        snap = fitted.snapshot()
+    hooks = sum(snap[s].count for s in snap if s.startswith("train.hook.")) / snap["train.step"].count
+    rec.begin("train", 1)
+    rec.step_begin("train")
+    clock._kinds["[Callback]ModelSummary.on_train_batch_end"] = ("hook", "Timed")  # a timed hook
+    span = min(per_action(clock) for _ in range(3)) - min(per_action(default) for _ in range(3))
+    rec.end("train")
+
     sampler = perfkit.ResourceSampler(0.1, registry=reg).start()
     time.sleep(3)
     sampler.stop()
@@ -169,13 +180,33 @@ def own_work_per_step(n: int = 20_000) -> dict[str, float]:
         "action": action,
         "loader": loader,
         "sampler_cpu_share": sampler.cpu_time_s / 3,
+        "hooks_per_step": hooks,
+        "span": span,
     }
+
+
+def part_one(configs: dict[str, Config], steps: int, rounds: int) -> None:
+    medians = run(configs, steps, rounds, epochs=(1, 2))
+    print(table("Part 1: per-step cost (epochs 1 and 2)", medians, "empty Callback"))
+    own = own_work_per_step()
+    step = medians["empty Callback"]
+    share = own["sampler_cpu_share"] * step
+    hooks = own["hooks_per_step"] * own["span"]
+    print(
+        f"  PerfMonitor's own work per step, timed directly: stage recorder {own['recorder'] * 1e6:.1f} µs, "
+        f"loader wait timing {own['loader'] * 1e6:.1f} µs, sampler {own['sampler_cpu_share']:.2%} of a core "
+        f"(= {share * 1e6:.1f} µs of a {step * 1e6:.0f} µs step), {own['hooks_per_step']:.1f} hooks timed "
+        f"per step at {own['span'] * 1e9:.0f} ns each (= {hooks * 1e6:.1f} µs): "
+        f"{(own['recorder'] + own['loader'] + share + hooks) * 1e6:.1f} µs in all; each hook Lightning runs "
+        f"without timing it costs {own['action'] * 1e9:+.0f} ns against its default profiler"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--part", choices=("1", "2", "both"), default="both")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     part1: dict[str, Config] = {
@@ -184,18 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         "PerfMonitor, every feature on": lambda tmp: ([PerfMonitor(run_dir=tmp, top_k_slowest=5)], {}),
         "Lightning ThroughputMonitor": lambda tmp: ([ThroughputMonitor(batch_size_fn=lambda b: 8)], {}),
     }
-    medians = run(part1, args.steps, args.rounds, epochs=(1, 2))
-    print(table("Part 1: per-step cost (epochs 1 and 2)", medians, "empty Callback"))
-    own = own_work_per_step()
-    step = medians["empty Callback"]
-    share = own["sampler_cpu_share"] * step
-    print(
-        f"  PerfMonitor's own work per step, timed directly: stage recorder {own['recorder'] * 1e6:.1f} µs, "
-        f"loader wait timing {own['loader'] * 1e6:.1f} µs, sampler {own['sampler_cpu_share']:.2%} of a core "
-        f"(= {share * 1e6:.1f} µs of a {step * 1e6:.0f} µs step): "
-        f"{(own['recorder'] + own['loader'] + share) * 1e6:.1f} µs in all; each hook Lightning runs costs "
-        f"{own['action'] * 1e9:+.0f} ns against its default profiler"
-    )
+    if args.part != "2":
+        part_one(part1, args.steps, args.rounds)
+    if args.part == "1":
+        return 0
     part2: dict[str, Config] = {
         "no callback": lambda tmp: ([], {}),
         "ProfilerCallback, window on epoch 1 only": lambda tmp: (

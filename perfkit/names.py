@@ -5,8 +5,9 @@ metrics, findings, the report, the trace analyser, the Lightning integration) al
 their names from here, so a name is spelled once.
 
 A *stage* is one of ``STAGES`` (a loop over a data set: training, validation, test,
-prediction); a *loader* is named after the stage that iterates it, or freely in a plain
-script. Records of a stage epoch:
+prediction); a *loader* is named after the stage that iterates it (of several in one stage, the
+``k``-th from the second on is ``STAGE/k``: ``loader_name``), or freely in a plain script.
+Records of a stage epoch:
 
 ==========================  ===========================================================
 ``STAGE.step``              the step's own compute, one record per batch
@@ -47,6 +48,7 @@ a trace         ``data_wait``, ``forward``, ``backward``, ``optimizer``, ``other
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 STAGES = ("train", "val", "test", "predict")
 """The stages a training program runs, in the order a report lists them."""
@@ -135,6 +137,61 @@ def optimizer_series(stage: str) -> str:
 def gpu_series(name: str) -> str:
     """The GPU time of section or function ``name`` (``cuda=True``)."""
     return name + GPU
+
+
+LOADER_INDEX = "/"
+"""Between a stage and the index of one of its several loaders: ``val/1`` is validation's second."""
+
+
+def loader_name(stage: str, index: int) -> str:
+    """The name of the ``index``-th loader a stage iterates (Lightning's ``dataloader_idx``, a
+    script's second loop in one window): the first keeps the stage's name, so a stage with one
+    loader reads as it always did.
+
+    >>> loader_name("val", 0), loader_name("val", 1)
+    ('val', 'val/1')
+    """
+    return stage if index == 0 else f"{stage}{LOADER_INDEX}{index}"
+
+
+def loader_index(name: str, loader: str) -> int | None:
+    """The index of loader ``name`` among ``loader``'s (``loader_name``'s inverse); None when
+    ``name`` is not one of them.
+
+    >>> loader_index("val/2", "val"), loader_index("val", "val"), loader_index("value", "val")
+    (2, 0, None)
+    """
+    if name == loader:
+        return 0
+    rest = name[len(loader) + len(LOADER_INDEX) :] if name.startswith(loader + LOADER_INDEX) else ""
+    return int(rest) if rest.isdigit() and not rest.startswith("0") else None
+
+
+def stage_loaders(series: Iterable[str], loader: str) -> list[str]:
+    """The loaders named after ``loader`` that have a wait or an ``iter()`` among ``series`` (the
+    names of a snapshot), in index order; ``[loader]`` when none has.
+
+    >>> stage_loaders(["val/1.data.wait", "val.data.wait", "val.step"], "val")
+    ['val', 'val/1']
+    """
+    found: dict[int, str] = {}
+    for name in series:
+        for suffix in (WAIT, ITER):
+            if name.endswith(suffix):
+                index = loader_index(name[: -len(suffix)], loader)
+                if index is not None:
+                    found[index] = name[: -len(suffix)]
+    return [found[i] for i in sorted(found)] or [loader]
+
+
+def loader_label(name: str, loader: str, dataset: str | None = None) -> str:
+    """How a verdict names one of a stage's several loaders: ``val loader 1 (SlowDataset)``.
+
+    >>> loader_label("val/1", "val", "SlowDataset"), loader_label("val", "val")
+    ('val loader 1 (SlowDataset)', 'val loader 0')
+    """
+    label = f"{loader} loader {loader_index(name, loader)}"
+    return f"{label} ({dataset})" if dataset else label
 
 
 def loader_of(name: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .._rule import Abstention, Verdict, verdict
 from .._snapshot import Snapshot
 from ..names import FETCH, WAIT, fetch_series, is_stage_series, iter_series, step_series, wait_series
-from ..stages import StageWindow, worker_count
+from ..stages import Account, StageWindow, worker_count
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,12 @@ def loop_s_per_batch(case: Case) -> float | None:
     return max(0.0, a.wall_s - a.seconds("data_wait")) / steps
 
 
+def loaders(case: Case) -> list[tuple[str, Account]]:
+    """The stage's loaders, each with its own account (for a stage with one: the stage's)."""
+    a = case.window.account
+    return list(a.loaders.items()) or [(case.window.loader_name, a)]
+
+
 def boundary(case: Case) -> tuple[float, float]:
     """What starting the epoch cost beyond the loader's normal production: ``iter()`` on the loader
     (worker start-up), and how much longer the first batch waited than making a batch takes.
@@ -162,25 +168,28 @@ def boundary(case: Case) -> tuple[float, float]:
     ``worker_init_fn``, a dataset opened in each worker, a cold cache) is a cost of starting
     over. With several loaders in the stage, each loader's first batch counts against its own.
     """
-    a = case.window.account
+    started = extra = 0.0
+    for name, a in loaders(case):
+        s, e = loader_boundary(case.window.snapshot, name, a)
+        started, extra = started + s, extra + e
+    return started, extra
+
+
+def loader_boundary(snap: Snapshot, loader: str, a: Account) -> tuple[float, float]:
+    """``boundary`` for one loader, from its account ``a``."""
     subjects = a.subjects.get("data_wait", {})
     started = subjects.get("iter", 0.0)
-    wait = case.window.snapshot.get(wait_series(case.window.loader_name))
-    starts = max(1, _starts(case))
+    wait = snap.get(wait_series(loader))
+    begun = snap.get(iter_series(loader))  # how many times the loader was started in the epoch
+    starts = max(1, begun.count if begun is not None else 1)
     others = (wait.count - starts) if wait is not None else 0
     typical = subjects.get("batches", 0.0) / others if others > 0 else 0.0
     if a.first_batch_extra_s is not None:
         extra = a.first_batch_extra_s
     else:  # run directories written before the account kept the extra: one loader per stage
         extra = max(0.0, subjects.get("first_batch", 0.0) - typical)
-    w = workers(case.window.snapshot, case.window.loader_name)
+    w = workers(snap, loader)
     if w is None:  # made in this process: the first batch costs what any batch does
         return started, extra
     # the first waits (extra over the typical wait, plus the typical wait) against one batch's making
     return started, max(0.0, extra + typical * starts - w.batch_s * starts)
-
-
-def _starts(case: Case) -> int:
-    """How many times the stage's loader was started (``iter()``) in the epoch."""
-    started = case.window.snapshot.get(iter_series(case.window.loader_name))
-    return started.count if started is not None else 1

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .._rule import Outcome, Rule, kinds
+from .._rule import Outcome, Rule, Verdict, kinds
 from .._units import format_seconds
-from ..names import display_name, stage_label, step_series, wait_series
+from ..names import display_name, loader_label, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
-from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
+from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, workers
 from ._rules_hooks import (
     CHECKPOINT_MIN,
     HOOK_MIN,
@@ -37,25 +37,39 @@ def _ms(seconds: float) -> str:
 INPUT_MIN = 0.10
 
 
-def input_bound(case: Case) -> Outcome:
+def input_bound(case: Case) -> Outcome | list[Verdict]:
     a = case.window.account
     if not a.seconds("data_wait") and wait_series(case.window.loader_name) not in case.window.snapshot:
         return case.abstain(
             f"{display_name(wait_series(case.window.loader_name))} (the loader was not timed)"
         )
-    started, first_extra = boundary(case)
+    if a.loaders:  # several loaders: each one's wait is its own verdict, its own claim on the part
+        found = (_input_bound(case, name, sub) for name, sub in a.loaders.items())
+        return [v for v in found if v is not None]
+    return _input_bound(case, case.window.loader_name, a)
+
+
+def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
+    """INPUT_BOUND for one loader of the stage, from its account ``a``."""
+    started, first_extra = loader_boundary(case.window.snapshot, loader, a)
     waiting = max(
         0.0, a.seconds("data_wait") - started - first_extra
     )  # the epoch's start is EPOCH_BOUNDARY's
     share = waiting / case.wall_s if case.wall_s > 0 else 0.0
     if len(case.window.ranks) > 1:  # the wait every rank has; a slow rank's excess is STRAGGLER's
-        share = min(share, *(_rank_waiting(r.account) for r in case.window.ranks))
+        share = min(
+            share, *(_rank_waiting(r.account.loaders.get(loader, r.account)) for r in case.window.ranks)
+        )
         waiting = share * case.wall_s
     if share < INPUT_MIN:
         return None
-    stage, loader = case.stage, case.window.loader_name
+    stage = case.stage
     evidence = {"data_wait_fraction": share, "data_wait_s": waiting}
-    message = f"{stage_label(stage)} waits for its data loader {share:.0%} of the epoch"
+    subject, its = loader, "its data loader"
+    if case.window.account.loaders:  # one of several: named by index and its dataset's class
+        subject = loader_label(loader, case.window.loader_name, a.dataset)
+        its = f"its loader {subject.split(' loader ', 1)[1]}"
+    message = f"{stage_label(stage)} waits for {its} {share:.0%} of the epoch"
     if len(case.window.ranks) > 1:
         message += " on every rank"
     w = workers(case.window.snapshot, loader)
@@ -75,7 +89,7 @@ def input_bound(case: Case) -> Outcome:
             )
             evidence["wait_section_s"] = seconds
             action += f", or make {display_name(name)} cheaper"
-        return case.verdict(share, message, action, subject=loader, evidence=evidence)
+        return case.verdict(share, message, action, subject=subject, evidence=evidence)
     evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
     message += f"; each batch takes {_ms(w.batch_s)} in a worker"
     stalled = a.subjects.get("stalled_on", {})
@@ -109,7 +123,7 @@ def input_bound(case: Case) -> Outcome:
             f"{needed} workers would be needed but only {case.cores} core(s) are free for workers: the "
             f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
         )
-    return case.verdict(share, message, action, subject=loader, evidence=evidence)
+    return case.verdict(share, message, action, subject=subject, evidence=evidence)
 
 
 def _rank_waiting(a: Account) -> float:

@@ -39,6 +39,7 @@ from .._iteration import timed_iter
 from .._registry import Registry, check_registry, current_registry
 from .._state import SWITCH
 from .._validate import check_int, check_name
+from ..names import loader_name
 from ..sinks import Failures, Sink, SinkFanout, check_sinks
 from ..stages import Intervals, StageListener, StageRecorder, StageWindow, stage_metrics
 from ._writer import RunWriter
@@ -116,6 +117,7 @@ class ScriptWindow:
         self._entered = False
         self._loops: list[Generator[Any, None, None]] = []
         self._sender: _SendIntervals | None = None
+        self._sources: list[object] = []  # the iterables iterate() was given, in order: their loader index
 
     def __enter__(self) -> ScriptWindow:
         if self._entered:
@@ -164,6 +166,8 @@ class ScriptWindow:
         The step is the loop body: from handing an item out to the request for the next one.
         Each item's samples are the first dimension of the first array (an object with a
         ``.shape``) found in it, dicts, lists, tuples and dataclasses searched depth first.
+        A second loader iterated in the same window (two validation sets) is a loader of its own,
+        ``STAGE/1``, with its own wait and steps in the account (``Account.loaders``).
         """
         if not self._entered or self.window is not None:
             raise RuntimeError("iterate() belongs inside the window's with block")
@@ -173,7 +177,7 @@ class ScriptWindow:
             return iter(iterable)
         if not hasattr(iterable, "__len__"):  # a stream: its epoch may never end, so cut it from the start
             self._shared.recorder.mark_long(self.stage)
-        loop = self._timed(iterable, self._shared.recorder)
+        loop = self._timed(iterable, self._loader(iterable, self._shared.recorder), self._shared.recorder)
         self._loops.append(loop)
         return loop
 
@@ -183,8 +187,19 @@ class ScriptWindow:
         if self._shared is not None:
             self._shared.recorder.add_samples(self.stage, n)
 
-    def _timed(self, iterable: Iterable[T], rec: StageRecorder) -> Generator[T, None, None]:
-        items = timed_iter(iterable, self.stage, registry=self.registry)  # waits: STAGE.data.wait
+    def _loader(self, iterable: object, rec: StageRecorder) -> str:
+        """The loader name of ``iterable`` in this window: the stage's for the first one iterated."""
+        index = next((i for i, x in enumerate(self._sources) if x is iterable), len(self._sources))
+        if index == len(self._sources):
+            self._sources.append(iterable)
+        name = loader_name(self.stage, index)
+        dataset = getattr(iterable, "dataset", None)
+        if dataset is not None:
+            rec.datasets[name] = type(dataset).__name__
+        return name
+
+    def _timed(self, iterable: Iterable[T], loader: str, rec: StageRecorder) -> Generator[T, None, None]:
+        items = timed_iter(iterable, loader, registry=self.registry)  # waits: LOADER.data.wait
         try:
             for item in items:
                 rec.step_begin(self.stage)

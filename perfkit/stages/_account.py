@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ from ..names import (
     MODULE_HOOKS,
     fetch_series,
     iter_series,
+    stage_loaders,
     step_series,
     wait_series,
 )
@@ -66,6 +67,12 @@ class Account:
     ``other`` -> when the unmeasured time happened (see ``residual_zones``).
     ``first_batch_extra_s``: how much longer each start's first batch took than that start's
     other batches (None in run directories written before it was kept).
+
+    ``loaders``: where the stage iterated several loaders (``val``, ``val/1``: Lightning's
+    ``dataloader_idx``, a script's second loop), each one's own account against the same wall
+    time: its ``data_wait`` (with that part's subjects, ``stalled_on`` and ``wait_sections``),
+    the ``step`` of its batches, its ``dataset`` (the class name, where known). The stage's
+    parts are their sums. Empty for a stage with one loader.
     """
 
     wall_s: float
@@ -73,6 +80,8 @@ class Account:
     subjects: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     overlap_s: float = 0.0
     first_batch_extra_s: float | None = None
+    loaders: Mapping[str, Account] = field(default_factory=dict)
+    dataset: str | None = None
 
     def seconds(self, part: str) -> float:
         """Seconds of ``part`` (0 for a part with nothing measured)."""
@@ -108,16 +117,26 @@ class Account:
                 if any(a.first_batch_extra_s is None for a in items)
                 else sum(a.first_batch_extra_s or 0.0 for a in items) / n
             ),
+            loaders={
+                name: Account.mean(a.loaders[name] for a in items if name in a.loaders)
+                for name in dict.fromkeys(name for a in items for name in a.loaders)
+            },
+            dataset=next((a.dataset for a in items if a.dataset), None),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "wall_s": self.wall_s,
             "parts": dict(self.parts),
             "subjects": {k: dict(v) for k, v in self.subjects.items()},
             "overlap_s": self.overlap_s,
             "first_batch_extra_s": self.first_batch_extra_s,
         }
+        if self.loaders:
+            out["loaders"] = {name: a.to_dict() for name, a in self.loaders.items()}
+        if self.dataset is not None:
+            out["dataset"] = self.dataset
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Account:
@@ -132,6 +151,8 @@ class Account:
             first_batch_extra_s=(
                 None if data.get("first_batch_extra_s") is None else float(data["first_batch_extra_s"])
             ),
+            loaders={str(k): cls.from_dict(v) for k, v in dict(data.get("loaders") or {}).items()},
+            dataset=data["dataset"] if isinstance(data.get("dataset"), str) else None,
         )
 
 
@@ -142,18 +163,22 @@ def stage_account(
     *,
     wall_s: float,
     segments: Sequence[tuple[int, int]] | None = None,
+    datasets: Mapping[str, str] | None = None,
 ) -> Account:
     """The account of one stage epoch on one rank, from the records of its window.
 
     ``segments`` are the stretches (ns) the window was open (a training epoch paused around its
-    validation); default: the snapshot's own span.
+    validation); default: the snapshot's own span. ``loader`` names the stage's loader; where
+    the stage iterated several (``loader``, ``loader/1``, ...: ``perfkit.names.loader_name``),
+    each gets its own account in ``Account.loaders``, with its dataset's class from ``datasets``
+    (by loader name), and the stage's data wait is their sum.
     """
-    wait, started = _total(snapshot, wait_series(loader)), _total(snapshot, iter_series(loader))
-    first, first_extra = _first_batches(snapshot, loader)
+    names = stage_loaders(snapshot, loader)
+    own = {name: _loader_account(snapshot, name, wall_s) for name in names}
     hooks = {kind: _hooks(snapshot, stage + infix) for kind, infix in HOOK_KINDS.items()}
     setups = {n[: -len(LOADER_SETUP)]: snapshot[n].total_s for n in snapshot if n.endswith(LOADER_SETUP)}
     parts = {
-        "data_wait": wait + started,
+        "data_wait": sum(a.seconds("data_wait") for a in own.values()),
         "step": _total(snapshot, step_series(stage)),
         CALLBACKS: sum(hooks[CALLBACKS].values()) + sum(hooks[CHECKPOINT].values()),
         MODULE_HOOKS: sum(hooks[MODULE_HOOKS].values()),
@@ -164,16 +189,80 @@ def stage_account(
     parts["other"] = max(0.0, wall_s - named)
     spans = [(snapshot.start_ns, snapshot.end_ns)] if segments is None else list(segments)
     subjects = {
-        "data_wait": {"iter": started, "first_batch": first, "batches": max(0.0, wait - first)},
+        **{key: _summed(a.subjects.get(key, {}) for a in own.values()) for key in _LOADER_SUBJECTS},
         **hooks,
         "loader_setup": setups,
+        "other": residual_zones(snapshot, stage, names, spans, parts["other"]),
+    }
+    loaders: dict[str, Account] = {}
+    if len(names) > 1:
+        steps = _steps_by_loader(snapshot, stage, names)
+        datasets = datasets or {}
+        for name, a in own.items():
+            loaders[name] = replace(
+                a, parts={**a.parts, "step": steps.get(name, 0.0)}, dataset=datasets.get(name)
+            )
+    return Account(
+        wall_s,
+        parts,
+        subjects,
+        overlap_s=max(0.0, named - wall_s),
+        first_batch_extra_s=sum(a.first_batch_extra_s or 0.0 for a in own.values()),
+        loaders=loaders,
+    )
+
+
+_LOADER_SUBJECTS = ("data_wait", "stalled_on", "wait_sections")
+"""The account's subjects that belong to a loader: a stage's are its loaders' summed."""
+
+
+def _loader_account(snapshot: Snapshot, loader: str, wall_s: float) -> Account:
+    """One loader's part of a stage epoch: its data wait, with that part's subjects."""
+    wait, started = _total(snapshot, wait_series(loader)), _total(snapshot, iter_series(loader))
+    first, first_extra = _first_batches(snapshot, loader)
+    subjects = {
+        "data_wait": {"iter": started, "first_batch": first, "batches": max(0.0, wait - first)},
         "stalled_on": stalls(snapshot, loader),
         "wait_sections": wait_sections(snapshot, loader),
-        "other": residual_zones(snapshot, stage, loader, spans, parts["other"]),
     }
-    return Account(
-        wall_s, parts, subjects, overlap_s=max(0.0, named - wall_s), first_batch_extra_s=first_extra
-    )
+    return Account(wall_s, {"data_wait": wait + started}, subjects, first_batch_extra_s=first_extra)
+
+
+def _summed(maps: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def _steps_by_loader(snapshot: Snapshot, stage: str, loaders: Sequence[str]) -> dict[str, float]:
+    """The stage's step seconds split by loader: a step is the batch of the loader last asked for
+    one (its ``iter()`` or its wait began last before the step began), as where a stage runs its
+    loaders in turn (Lightning's several validation loaders, a script's loops one after another).
+    Steps before any wait go to the first loader. Where the window kept only some of the step
+    records, the split is scaled to the steps' total."""
+    step = snapshot.get(step_series(stage))
+    if step is None:
+        return {}
+    marks, owner = [], []
+    for i, name in enumerate(loaders):
+        for series in (wait_series(name), iter_series(name)):
+            if series in snapshot:
+                starts = snapshot.data(series).starts_ns
+                marks.append(starts)
+                owner.append(np.full(len(starts), i))
+    d = snapshot.data(step_series(stage))
+    if not marks or not len(d.durations_ns):
+        return {loaders[0]: step.total_s}
+    at, who = np.concatenate(marks), np.concatenate(owner)
+    order = np.argsort(at, kind="stable")
+    at, who = at[order], who[order]
+    last = np.searchsorted(at, d.starts_ns, side="right") - 1
+    of = np.where(last >= 0, who[np.maximum(last, 0)], 0)
+    seconds = np.bincount(of, weights=d.durations_ns.astype(np.float64), minlength=len(loaders)) / 1e9
+    scale = step.total_s / float(seconds.sum()) if seconds.sum() > 0 else 0.0
+    return {name: float(x) * scale for name, x in zip(loaders, seconds, strict=True)}
 
 
 def _hooks(snapshot: Snapshot, prefix: str) -> dict[str, float]:
@@ -212,7 +301,11 @@ RESIDUAL_ZONES = ("before_first_step", "between_steps", "after_last_step")
 
 
 def residual_zones(
-    snapshot: Snapshot, stage: str, loader: str, segments: Sequence[tuple[int, int]], other_s: float
+    snapshot: Snapshot,
+    stage: str,
+    loaders: Sequence[str],
+    segments: Sequence[tuple[int, int]],
+    other_s: float,
 ) -> dict[str, float]:
     """``other_s`` split by when it happened: before the first step began, between the first step's
     start and the last step's end, after the last step (the epoch's end: its hooks, its logging).
@@ -233,7 +326,7 @@ def residual_zones(
     zones = itertools.pairwise(bounds)
     length = [sum(max(0.0, min(b, e) - max(a, s)) for s, e in segments) for a, b in zones]
     measured = np.zeros(3)
-    for name in _measured(snapshot, stage, loader):
+    for name in _measured(snapshot, stage, loaders):
         m = snapshot.data(name)
         zone = np.searchsorted(np.array([first, last]), m.starts_ns, side="right")
         np.add.at(measured, zone, m.durations_ns.astype(np.float64))
@@ -244,10 +337,10 @@ def residual_zones(
     return {z: other_s * x / total for z, x in zip(RESIDUAL_ZONES, left, strict=True)}
 
 
-def _measured(snapshot: Snapshot, stage: str, loader: str) -> list[str]:
+def _measured(snapshot: Snapshot, stage: str, loaders: Sequence[str]) -> list[str]:
     """The series of the account's measured parts for this stage epoch."""
     prefixes = tuple(stage + infix for infix in HOOK_KINDS.values())
-    own = {wait_series(loader), iter_series(loader), step_series(stage)}
+    own = {step_series(stage), *(f(name) for name in loaders for f in (wait_series, iter_series))}
     return [n for n in snapshot if n in own or n.startswith(prefixes) or n.endswith(LOADER_SETUP)]
 
 

@@ -21,6 +21,7 @@ from ..names import (
     MODULE_HOOKS,
     fetch_series,
     is_stage_series,
+    loader_index,
     optimizer_series,
     step_series,
     wait_series,
@@ -150,6 +151,9 @@ def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores
             if subject in boundary:
                 out[f"{p}/{key}_s"] = boundary[subject]
                 out[f"{p}/{key}_fraction"] = boundary[subject] / a.wall_s if a.wall_s > 0 else 0.0
+    if a.loaders:  # several loaders: the stage's figure is theirs together, and each has its own
+        out.pop(f"{p}/data_wait_ms_p95", None)  # no one p95 across loaders of different speeds
+        out |= _loaders(snap, window, p)
     fetch = snap.get(fetch_series(loader))
     if fetch is not None:
         out[f"{p}/worker_batch_ms_mean"] = fetch.mean_s * 1e3
@@ -160,6 +164,27 @@ def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores
         if needed is not None:
             out[f"{p}/workers_needed"] = float(needed)  # beyond worker_cores, the cores are the limit
             out[f"{p}/worker_cores"] = float(cores)
+    return out
+
+
+def _loaders(snap: Snapshot, window: StageWindow, p: str) -> dict[str, float]:
+    """Each of a stage's several loaders: ``perf/val/loader/1/data_wait_fraction``, its wait per
+    batch, the step time of its batches; the stage's wait per batch is over all their batches."""
+    out: dict[str, float] = {}
+    waits = [snap[wait_series(n)] for n in window.account.loaders if wait_series(n) in snap]
+    if waits:
+        out[f"{p}/data_wait_ms_mean"] = sum(w.total_s for w in waits) / sum(w.count for w in waits) * 1e3
+    for name, sub in window.account.loaders.items():
+        q = metric_key(p, "loader", str(loader_index(name, window.loader_name)))
+        out[f"{q}/data_wait_s_total"] = sub.seconds("data_wait")
+        out[f"{q}/data_wait_fraction"] = min(1.0, sub.fraction("data_wait"))
+        out[f"{q}/step_s_total"] = sub.seconds("step")
+        out[f"{q}/step_fraction"] = min(1.0, sub.fraction("step"))
+        wait = snap.get(wait_series(name))
+        if wait is not None:
+            out[f"{q}/batches"] = float(wait.count)
+            out[f"{q}/data_wait_ms_mean"] = wait.mean_s * 1e3
+            out[f"{q}/data_wait_ms_p95"] = wait.p95_s * 1e3
     return out
 
 

@@ -89,6 +89,7 @@ class _Epoch:
     paused_at: int = 0  # when another stage run inside it last paused it
     waited: bool = False
     cuts: Cuts | None = None  # its interval windows, when the recorder cuts them
+    hook_nodes: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, kind) -> its node
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,9 @@ class StageRecorder:
         self.train_s_per_sample: float | None = None
         """Training's time per sample in its last epoch: the other stages' reference. A framework
         that makes a recorder per call on one trainer (fit, then test) carries it over."""
+        self.datasets: dict[str, str] = {}
+        """The class name of each loader's dataset, by loader name (``val/1``), where whoever
+        instruments the loaders knows it: a verdict about one of several loaders names it."""
         self._count_samples = True
         self._warn = WarnOnce()
         self.intervals: Intervals | None = None
@@ -323,7 +327,11 @@ class StageRecorder:
         if stage is None:
             return
         state = self._open[stage]
-        node = NODES.child(state.base, hook_series(stage, owner, kind), overlay=True)
+        node = state.hook_nodes.get((owner, kind))
+        if node is None:  # looked up once per owner and epoch: a hook runs several times a step
+            node = state.hook_nodes[owner, kind] = NODES.child(
+                state.base, hook_series(stage, owner, kind), overlay=True
+            )
         add_record(self.registry, node, t0, t1, failed=failed)
         if state.step_start is not None:
             state.excluded_ns += max(0, t1 - t0)
@@ -350,7 +358,12 @@ class StageRecorder:
                 for ns, index, tags in sorted(state.slowest, reverse=True)
             ),
             account=stage_account(
-                snapshot, state.stage, state.loader, wall_s=wall, segments=state.window.segments
+                snapshot,
+                state.stage,
+                state.loader,
+                wall_s=wall,
+                segments=state.window.segments,
+                datasets=self.datasets,
             ),
             steps=step.count if step is not None else 0,
             step_mean_s=step.mean_s if step is not None else 0.0,

@@ -113,6 +113,9 @@ def _data_line(metrics: Mapping[str, float], p: str, stalled: Mapping[str, float
         text = f"waiting {metrics[f'{p}/data_wait_fraction']:.1%} of the epoch"
         if f"{p}/data_wait_ms_mean" in metrics:
             text += f", {metrics[f'{p}/data_wait_ms_mean']:.1f} ms per batch"
+        each = sorted(k for k in metrics if k.startswith(f"{p}/loader/") and k.endswith("/data_wait_ms_mean"))
+        if each:  # several loaders: each one's own figure, never only their average
+            text += " (" + ", ".join(f"loader {k.split('/')[-2]} {metrics[k]:.1f} ms" for k in each) + ")"
         parts.append(text)
     if f"{p}/worker_batch_ms_mean" in metrics:
         text = f"workers take {metrics[f'{p}/worker_batch_ms_mean']:.1f} ms per batch"

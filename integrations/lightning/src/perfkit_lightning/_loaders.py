@@ -7,19 +7,23 @@ loop's ``_data_source.dataloader``: the loaders are instrumented the moment they
 instrumentation rides on its ``worker_init_fn`` and ``collate_fn``, which Lightning copies; the
 loader stays the object Lightning built, of its class), and the time the user's
 ``*_dataloader()`` took is recorded as ``STAGE.loader_setup``. Waits are ``STAGE.data.wait``,
-``iter()`` is ``STAGE.data.iter``, worker time ``STAGE.data.fetch``.
+``iter()`` is ``STAGE.data.iter``, worker time ``STAGE.data.fetch``. Where a stage has several
+loaders (a list or dict of them: Lightning's ``dataloader_idx``), the ``k``-th is named
+``STAGE/k`` from the second on (``perfkit.names.loader_name``), so each has its own wait, and
+its dataset's class is told to the recorder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from lightning.pytorch import Trainer
 from torch.utils.data import DataLoader
 
 import perfkit.torch
-from perfkit.names import loader_setup_series
+from perfkit.names import loader_name, loader_setup_series
 from perfkit.stages import StageRecorder
 
 from ._console import warn
@@ -64,31 +68,47 @@ def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> 
     def dataloader() -> Any:
         clock = recorder.registry.clock
         t0 = clock()
-        loaders = instrument_all(request(), stage, recorder.registry)
+        datasets: dict[str, str] = {}
+        loaders = instrument_all(request(), stage, recorder.registry, datasets=datasets)
         recorder.record(stage, series, t0, clock())
+        recorder.datasets.update(datasets)
         return loaders
 
     dataloader.__perfkit_hook__ = True  # type: ignore[attr-defined]
     return dataloader
 
 
-def instrument_all(obj: Any, name: str, registry: perfkit.Registry) -> Any:
+def instrument_all(
+    obj: Any, name: str, registry: perfkit.Registry, *, datasets: dict[str, str] | None = None
+) -> Any:
     """``obj`` (a loader, a CombinedLoader, lists and dicts of them) with every loader instrumented.
 
     A DataLoader (any subclass, or an object wrapping one) or a torchdata node is instrumented in
     place; another iterable is returned wrapped (its wait is timed); what is not iterable is left
-    alone, with one warning naming its type (its data wait is not measured).
+    alone, with one warning naming its type (its data wait is not measured). Loaders are named
+    in the order Lightning numbers them (``dataloader_idx``): ``name``, ``name/1``, ...; each
+    one's dataset class goes into ``datasets`` by that name.
     """
+    return _instrument(obj, name, registry, itertools.count(), {} if datasets is None else datasets)
+
+
+def _instrument(
+    obj: Any, stage: str, registry: perfkit.Registry, index: Iterator[int], datasets: dict[str, str]
+) -> Any:
     if obj is None or isinstance(obj, (str, bytes)):
         return obj
     flattened = getattr(obj, "flattened", None)  # a CombinedLoader
     if isinstance(flattened, list):
-        obj.flattened = [instrument_all(x, name, registry) for x in flattened]
+        obj.flattened = [_instrument(x, stage, registry, index, datasets) for x in flattened]
         return obj
     if isinstance(obj, Mapping) and not isinstance(obj, DataLoader):
-        return type(obj)({k: instrument_all(v, name, registry) for k, v in obj.items()})  # type: ignore[call-arg]
+        return type(obj)({k: _instrument(v, stage, registry, index, datasets) for k, v in obj.items()})  # type: ignore[call-arg]
     if isinstance(obj, (list, tuple)):
-        return type(obj)(instrument_all(x, name, registry) for x in obj)
+        return type(obj)(_instrument(x, stage, registry, index, datasets) for x in obj)
+    name = loader_name(stage, next(index))
+    dataset = getattr(obj, "dataset", None)
+    if dataset is not None:
+        datasets[name] = type(dataset).__name__
     try:
         return perfkit.torch.instrument(obj, name, registry=registry, time_wait=True)
     except TypeError:
