@@ -52,3 +52,34 @@ def test_a_script_over_a_list_is_not_cut_by_default() -> None:
         for _ in w.iterate([np.zeros((2, 4))] * 75):
             pass
     assert [x.is_interval for x, _, _ in kept.got] == [False]
+
+
+def test_perfkit_summary_shows_the_runs_timeline(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit._cli import main
+
+    run = RunWriter(tmp_path / "run")
+    with perfkit.window(
+        "train", epoch=0, registry=perfkit.Registry(), run=run, interval_steps=20, console=False
+    ) as w:
+        for _ in w.iterate(stream(75)):
+            pass
+    run.finish(perfkit.snapshot())
+    assert main(["summary", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    timeline = out[out.index("Timeline") :].splitlines()
+    assert timeline[0] == "Timeline (3 interval windows; 0 not shown):"
+    assert [line.split(":")[0].split()[-1] for line in timeline[1:4]] == ["10-29", "30-49", "50-69"]
+
+
+def test_the_html_report_plots_the_timeline(tmp_path) -> None:
+    from perfkit.reports import render_html
+
+    run = RunWriter(tmp_path / "run")
+    with perfkit.window(
+        "train", epoch=0, registry=perfkit.Registry(), run=run, interval_steps=20, console=False
+    ) as w:
+        for _ in w.iterate(stream(75)):
+            pass
+    page = render_html(read_run(tmp_path / "run"), link_base=tmp_path)
+    timeline = page[page.index("interval by interval") :]
+    assert timeline.index("<svg") < timeline.index("</svg>")

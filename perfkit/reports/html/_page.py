@@ -85,7 +85,8 @@ def render_html(run: RunData, *, link_base: Path) -> str:
     bodies = {
         "findings": _findings(diagnosis, problems),
         "steps": plot_or(plots.steps_svg(windows), "no step times recorded"),
-        "time": _time(windows, plots.time_split_svg(windows), plots.workers_svg(windows)),
+        "time": _time(windows, plots.time_split_svg(windows), plots.workers_svg(windows))
+        + _timeline(plots.timeline_svg(run.intervals)),
         "memory": plot_or(memory, "no memory samples: a perfkit.ResourceSampler records them"),
         "slowest": _slowest(windows),
         "profiler": profiler_section(
@@ -189,6 +190,11 @@ def _time(windows: Sequence[RunWindow], split: str | None, workers: str | None) 
         out += none("no sections recorded")
     out += "<h3>Worker time per batch against the main loop</h3>"
     return out + plot_or(workers, "no DataLoader worker records (no workers, or the loader not instrumented)")
+
+
+def _timeline(svg: str | None) -> str:
+    """The run over time, where it was cut into interval windows (a long or step-based epoch)."""
+    return "" if svg is None else "<h3>Where the time went, interval by interval</h3>" + svg
 
 
 def _per_stage(windows: Sequence[RunWindow]) -> dict[str, Snapshot]:

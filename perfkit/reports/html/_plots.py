@@ -22,7 +22,7 @@ from matplotlib.patches import Patch
 
 from ..._snapshot import Snapshot
 from ...names import display_name, part_label, stage_label, step_series
-from ...run import RunTrace, RunWindow
+from ...run import RunInterval, RunTrace, RunWindow
 from ...stages import PARTS
 from ...trace import ALL_PARTS
 
@@ -133,6 +133,29 @@ def time_split_svg(windows: Sequence[RunWindow]) -> str | None:
             bottom += seconds
         _window_ticks(ax, windows)
         ax.set(ylabel="seconds", title="where each stage epoch's time went")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+        return to_svg(fig)
+
+
+def timeline_svg(intervals: Sequence[RunInterval]) -> str | None:
+    """The run over time: each interval window's parts as shares of its time, stacked, against the
+    global step it ended at (a long epoch's slow shard or a slowing step shows where it began)."""
+    if not intervals:
+        return None
+    with _style():
+        fig = _figure(max(6.0, 0.08 * len(intervals) + 5), 3.4)
+        ax = fig.subplots()
+        x = np.array([i.step if i.step is not None else k for k, i in enumerate(intervals)], dtype=float)
+        shares = [np.array([i.account.fraction(p) for i in intervals]) for p in PARTS]
+        ax.stackplot(
+            x, *shares, colors=[PART_COLORS[p] for p in PARTS], labels=[part_label(p) for p in PARTS]
+        )
+        ax.set(
+            ylim=(0, 1),
+            ylabel="share of the interval",
+            xlabel="step",
+            title="where the time went, over the run",
+        )
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
         return to_svg(fig)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..._units import format_seconds
 from ...findings import Diagnosis
-from ...names import display_name, stage_label
-from ...run import RunData
+from ...names import display_name, part_label, stage_label
+from ...run import RunData, RunInterval
 from ...stages import PARTS
 from ._lines import cut, safe, wide_width, wrap
 
@@ -65,6 +67,8 @@ def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
             for v in diagnosis.context
         ]
     lines += ["", "Where the time went (each stage's last epoch):", _account_table(diagnosis)]
+    if run.intervals:
+        lines += ["", *timeline_lines(run.intervals, width)]
     if diagnosis.memory_peaks_mb:
         peaks = ", ".join(
             f"{display_name(k)} {v:,.0f} MB" for k, v in sorted(diagnosis.memory_peaks_mb.items())
@@ -80,6 +84,32 @@ def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
     if run.problems:
         lines += ["", "Missing from this run:", *(f"  {safe(p)}" for p in run.problems)]
     return "\n".join(lines)
+
+
+TIMELINE_ROWS = 12
+"""Interval lines a summary shows at most: the first, the last, and those where something changed."""
+
+
+def timeline_lines(intervals: Sequence[RunInterval], width: int) -> list[str]:
+    """The run's timeline: one compact line per interval window (its steps, its largest parts, its
+    first verdict), keeping the first, the last and every interval with a CHANGE when there are many."""
+    keep = list(range(len(intervals)))
+    if len(keep) > TIMELINE_ROWS:
+        changed = [i for i, x in enumerate(intervals) if any(v.kind == "CHANGE" for v in x.verdicts)]
+        keep = sorted({0, len(intervals) - 1, *changed[: TIMELINE_ROWS - 2]})
+    lines = [f"Timeline ({len(intervals)} interval windows; {len(intervals) - len(keep)} not shown):"]
+    for i in keep:
+        x = intervals[i]
+        a = x.account
+        parts = sorted((p for p in PARTS if a.fraction(p) >= 0.05), key=a.fraction, reverse=True)
+        shares = " · ".join(f"{part_label(p)} {a.fraction(p):.0%}" for p in parts[:3])
+        merged = f" ({x.merged} merged)" if x.merged > 1 else ""
+        head = f"  {display_name(x.stage, 12)} {x.epoch} steps {x.steps[0]}-{x.steps[1]}{merged}: "
+        said = f"{head}{format_seconds(x.wall_s)}, {shares}"
+        if x.verdicts:
+            said += f"; {x.verdicts[0].kind} {x.verdicts[0].share:.0%}"
+        lines.append(cut(said, width))
+    return lines
 
 
 def _account_table(diagnosis: Diagnosis) -> str:
