@@ -16,6 +16,7 @@ from .._units import format_seconds
 from ..names import display_name, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
+from ._gain import persistent_advice, worker_advice
 from ._rules_hooks import (
     CHECKPOINT_MIN,
     HOOK_MIN,
@@ -65,6 +66,8 @@ def input_bound(case: Case) -> Outcome:
             "the batches are made in this process (no DataLoader workers, or the loader is not "
             "instrumented): give the DataLoader num_workers > 0"
         )
+        advice = worker_advice(case, waiting, share, action)
+        action = advice.said
         inside = a.subjects.get("wait_sections", {})
         if inside:  # the user's sections that made the batches, in the wait itself
             name, seconds = max(inside.items(), key=lambda kv: kv[1])
@@ -74,8 +77,16 @@ def input_bound(case: Case) -> Outcome:
                 f"{display_name(name)}, run in this process"
             )
             evidence["wait_section_s"] = seconds
-            action += f", or make {display_name(name)} cheaper"
-        return case.verdict(share, message, action, subject=loader, evidence=evidence)
+            action += f"; or make {display_name(name)} cheaper"
+        return case.verdict(
+            share,
+            message,
+            action,
+            subject=loader,
+            evidence=evidence,
+            change=dict(advice.change),
+            gain=advice.gain,
+        )
     evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
     message += f"; each batch takes {_ms(w.batch_s)} in a worker"
     stalled = a.subjects.get("stalled_on", {})
@@ -99,15 +110,25 @@ def input_bound(case: Case) -> Outcome:
             f"{_ms(loop_s or 0)} of loop time): the wait comes from elsewhere (moving batches between "
             "processes, pinning memory)"
         )
-    elif needed <= case.cores:
-        evidence["workers_needed"] = float(needed)
-        action = f"raise num_workers from {w.count} to {needed}"
     else:
         evidence["workers_needed"] = float(needed)
         section = f" ({display_name(w.top_section.name)})" if w.top_section is not None else ""
         action = (
             f"{needed} workers would be needed but only {case.cores} core(s) are free for workers: the "
             f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
+        )
+        if needed <= case.cores:
+            action = f"raise num_workers from {w.count} to {needed}"
+        advice = worker_advice(case, waiting, share, action)
+        action = advice.said if advice.change else f"{advice.said}; make the per-batch work{section} cheaper"
+        return case.verdict(
+            share,
+            message,
+            action,
+            subject=loader,
+            evidence=evidence,
+            change=dict(advice.change),
+            gain=advice.gain,
         )
     return case.verdict(share, message, action, subject=loader, evidence=evidence)
 
@@ -134,6 +155,7 @@ def epoch_boundary(case: Case) -> Outcome:
         "batch takes"
     )
     w = workers(case.window.snapshot, case.window.loader_name)
+    keep = persistent_advice(case, started, first) if w is not None else None
     if started >= first:
         action = (
             "keep the workers between epochs (persistent_workers=True): they are started again each epoch"
@@ -150,7 +172,17 @@ def epoch_boundary(case: Case) -> Outcome:
             "filled at every pass): do it once, before the first epoch"
         )
     evidence = {"loader_iter_s": started, "first_batch_extra_s": first}
-    return case.verdict(share, message, action, subject=case.window.loader_name, evidence=evidence)
+    if keep is None or not keep.change:
+        return case.verdict(share, message, action, subject=case.window.loader_name, evidence=evidence)
+    return case.verdict(
+        share,
+        message,
+        f"{action}; {keep.said}",
+        subject=case.window.loader_name,
+        evidence=evidence,
+        change=dict(keep.change),
+        gain=keep.gain,
+    )
 
 
 SETUP_MIN = 0.10

@@ -64,6 +64,9 @@ def test_the_json_is_the_documented_format(run_dir: Path, capsys: pytest.Capture
         "action",
         "part",
         "context",
+        "change",
+        "gain",
+        "run_gain",
     }
     assert all(set(v) == fields for v in data["verdicts"])
     assert set(data["stages"]) == {"train", "val"}
