@@ -16,6 +16,7 @@ from .._units import format_seconds
 from ..names import display_name, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loop_s_per_batch, main_sections, workers
+from ._contention import CONTENTION_MIN, contention
 from ._gain import persistent_advice, worker_advice
 from ._rules_hooks import (
     CHECKPOINT_MIN,
@@ -451,6 +452,9 @@ RULES: tuple[Rule[Case], ...] = (
     Rule("LOADER_SETUP", ("loader_setup",), SETUP_MIN,
          "building loaders is one-off work: a tenth of an epoch means it is rebuilt too often", loader_setup,
          claims="loader_setup"),
+    Rule("CONTENTION", ("step", "train.loop.cpu_s", "train.data.fetch_cpu_s"), CONTENTION_MIN,
+         "a tenth of the epoch in steps slowed past their median, with the cores oversubscribed",
+         contention, claims="step"),
     Rule("COMPUTE_BOUND", ("step",), COMPUTE_MIN,
          "when the step's own compute is most of the epoch, nothing else can win more", compute_bound,
          claims="step"),
