@@ -15,6 +15,7 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +24,9 @@ from torch.utils.data import DataLoader, Dataset
 
 import perfkit
 import perfkit.torch
-from perfkit.findings import Diagnosis, Verdict, diagnose_windows
+from perfkit._cli import main
+from perfkit.findings import Diagnosis, Verdict, compare_runs, diagnose_windows
+from perfkit.run import RunWriter, read_run
 
 PAIRS = 3
 SLOWDOWN = 0.05
@@ -79,11 +82,12 @@ class Model:
         self.opt.step()
 
 
-def run(plan: Plan) -> tuple[Diagnosis, list[float]]:
+def run(plan: Plan, run_dir: Path | None = None) -> tuple[Diagnosis, list[float]]:
     """One run of the plan: its diagnosis and each epoch's seconds by the test's clock."""
     before = torch.get_num_threads()
     torch.set_num_threads(plan.threads)
     reg, windows, epochs = perfkit.Registry(), [], []
+    writer = RunWriter(run_dir) if run_dir is not None else None
     model = Model()
     try:
         with perfkit.use_registry(reg):
@@ -91,13 +95,15 @@ def run(plan: Plan) -> tuple[Diagnosis, list[float]]:
             perfkit.torch.instrument(loader, "train", registry=reg)
             for epoch in range(plan.epochs):
                 t0 = time.perf_counter()
-                with perfkit.window("train", epoch=epoch, registry=reg) as w:
+                with perfkit.window("train", epoch=epoch, registry=reg, run=writer) as w:
                     for batch in w.iterate(loader):
                         model.step(batch)
                 epochs.append(time.perf_counter() - t0)
                 assert w.window is not None
                 windows.append(w.window)
             del loader  # persistent workers end with it
+            if writer is not None:
+                writer.finish(reg.snapshot())
     finally:
         torch.set_num_threads(before)
     return diagnose_windows(windows), epochs
@@ -191,6 +197,26 @@ def test_a_slow_worker_init_without_persistent_workers_gets_a_persistent_pool(re
     assert v.kind == "EPOCH_BOUNDARY"
     assert v.change.get("persistent_workers") is True
     check(outcome, record_property)
+
+
+def test_compare_says_whether_run_b_made_the_change_and_gates_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = Plan(Rows(768, sleep_s=0.0003))
+    d, _ = run(plan, tmp_path / "a")
+    v = proposal(d)
+    assert v is not None
+    run(followed(plan, v.change), tmp_path / "b")
+    c = compare_runs(read_run(tmp_path / "a"), read_run(tmp_path / "b"))
+    assert c.conclusion == "IMPROVEMENT"
+    assert "run B made it and saved" in c.advice
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--fail-on-regression", "5"]) == 0
+    assert "run A's INPUT_BOUND proposed num_workers=" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "b"), str(tmp_path / "a"), "--fail-on-regression", "5"]) == 3
+    # run A again, without the change: the proposal was not made
+    run(plan, tmp_path / "c")
+    c = compare_runs(read_run(tmp_path / "a"), read_run(tmp_path / "c"))
+    assert "run B did not make it (num_workers=0" in c.advice
 
 
 @pytest.fixture(autouse=True)
