@@ -178,6 +178,12 @@ def _add_compare(subparsers: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--job-a", metavar="ID", help="the job of RUN_A to read (default: its newest)")
     p.add_argument("--job-b", metavar="ID", help="the job of RUN_B to read (default: its newest)")
+    p.add_argument(
+        "--fail-on-regression",
+        metavar="PCT",
+        type=float,
+        help=f"exit {REGRESSED} when a stage's time per step grew past PCT%% beyond its noise (CI gates)",
+    )
     p.set_defaults(run=_compare)
 
 
@@ -196,7 +202,12 @@ def _compare(args: argparse.Namespace) -> int:
     print(json.dumps(comparison.to_dict(), indent=2) if args.json else comparison_text(comparison))
     _say_others(args.run_a, others_a, "summary", sys.stderr)
     _say_others(args.run_b, others_b, "summary", sys.stderr)
-    return 0
+    gate = args.fail_on_regression
+    return REGRESSED if gate is not None and comparison.worst_growth * 100 > gate else 0
+
+
+REGRESSED = 3
+"""``perfkit compare --fail-on-regression PCT``'s exit code when a stage slowed past PCT%."""
 
 
 def _add_run(subparsers: Subparsers) -> None:

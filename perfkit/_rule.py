@@ -71,6 +71,20 @@ class Verdict:
     context: str = ""
     """What else was seen that this cause explains (a symptom: evaluation slower than training,
     steps slower than an earlier epoch), said before the message."""
+    change: Mapping[str, Any] = field(default_factory=dict)
+    """The change to make, machine-readable (``{"loader": "train", "num_workers": 3}``,
+    ``{"torch_threads": 1}``); empty when the action is not one setting."""
+    gain: tuple[float, float] | None = None
+    """What ``change`` is expected to save, (low, high) as fractions of the judged time (never
+    above ``share``); ``run_gain`` is the same of the run."""
+
+    @property
+    def run_gain(self) -> tuple[float, float] | None:
+        """``gain`` as fractions of the run: weighed by the stage's part of it, as ``run_share``."""
+        if self.gain is None:
+            return None
+        weight = self.run_share / self.share if self.share > 0 else 0.0
+        return (self.gain[0] * weight, self.gain[1] * weight)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +100,9 @@ class Verdict:
             "action": self.action,
             "part": self.part,
             "context": self.context,
+            "change": dict(self.change),
+            "gain": None if self.gain is None else list(self.gain),
+            "run_gain": None if self.run_gain is None else list(self.run_gain),
         }
 
     @classmethod
@@ -104,6 +121,8 @@ class Verdict:
             action=str(data["action"]),
             part=None if data.get("part") is None else str(data["part"]),
             context=str(data.get("context", "")),
+            change=dict(data.get("change") or {}),
+            gain=_pair(data.get("gain")),
         )
 
     @property
@@ -127,6 +146,12 @@ class Verdict:
         """The verdict in one line: kind, share, message, and what to do."""
         action = f" -> {self.action}" if self.action else ""
         return f"{self.kind} ({self.where}): {self.said}{action}"
+
+
+def _pair(value: object) -> tuple[float, float] | None:
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return (float(value[0]), float(value[1]))
+    return None
 
 
 @dataclass(frozen=True)
@@ -158,10 +183,14 @@ def verdict(
     epoch: int = -1,
     weight: float = 1.0,
     part: str | None = None,
+    change: Mapping[str, Any] | None = None,
+    gain: tuple[float, float] | None = None,
 ) -> Verdict:
     """A verdict for a judge to return: its rule gives it its kind (and its part, unless ``part``
-    names another). ``share`` is clamped to [0, 1]."""
+    names another). ``share`` is clamped to [0, 1], ``gain`` to [0, share]."""
     share = max(0.0, min(1.0, share))
+    if gain is not None:
+        gain = (max(0.0, min(share, gain[0])), max(0.0, min(share, gain[1])))
     return Verdict(
         "",
         stage,
@@ -174,6 +203,8 @@ def verdict(
         dict(evidence or {}),
         action,
         part,
+        change=dict(change or {}),
+        gain=gain,
     )
 
 

@@ -114,6 +114,42 @@ def turn_series(loader: str) -> str:
     return loader + TURN
 
 
+def wait_cpu_gauge(loader: str) -> str:
+    """This process's CPU seconds during one ``next()`` on ``loader`` (a loader without workers
+    makes its batch then): a sample per batch."""
+    return loader + WAIT + "_cpu_s"
+
+
+def fetch_cpu_gauge(loader: str) -> str:
+    """A DataLoader worker's CPU seconds making one batch of ``loader``: a sample per batch."""
+    return loader + FETCH + "_cpu_s"
+
+
+def loop_cpu_gauge(loader: str) -> str:
+    """This process's CPU seconds between two ``next()`` on ``loader`` (the loop's body, every
+    thread of the process: torch's intra-op threads too): a sample per batch."""
+    return loader + ".loop.cpu_s"
+
+
+LOADER_SETTINGS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "batch_size")
+"""The DataLoader settings a run records per loader (booleans as 0/1; an unset one is absent)."""
+
+
+def setting_gauge(loader: str, setting: str) -> str:
+    """One of ``LOADER_SETTINGS`` as ``loader`` ran it, sampled once per ``iter()``.
+
+    >>> setting_gauge("train", "num_workers")
+    'train.loader.num_workers'
+    """
+    return f"{loader}.loader.{setting}"
+
+
+TORCH_THREADS = "process.torch_threads"
+"""torch's intra-op thread count (``torch.get_num_threads()``) when a loader started."""
+USABLE_CORES = "system.usable_cores"
+"""The cores this process may run on (its CPU affinity) when a loader started."""
+
+
 def hook_series(stage: str, owner: str, kind: str = HOOK) -> str:
     """Time spent in ``owner``'s hooks during ``stage``; ``kind`` is one of ``HOOK_KINDS``' infixes:
     a callback's (``HOOK``), a checkpoint callback's, the model's own hook, a logger's method.

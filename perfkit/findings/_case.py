@@ -9,6 +9,7 @@ gives them, never by spelling them out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .._rule import Abstention, Verdict, verdict
 from .._snapshot import Snapshot
@@ -52,6 +53,8 @@ class Case:
         subject: str | None = None,
         evidence: dict[str, float] | None = None,
         part: str | None = None,
+        change: dict[str, Any] | None = None,
+        gain: tuple[float, float] | None = None,
     ) -> Verdict:
         """A verdict on this epoch (its rule names it); its run share weighs ``share`` by the stage's
         part of the run."""
@@ -66,6 +69,8 @@ class Case:
             epoch=self.window.epoch,
             weight=weight,
             part=part,
+            change=change,
+            gain=gain,
         )
 
     def abstain(self, missing: str) -> Abstention:

@@ -19,6 +19,7 @@ from .._rule import Verdict
 from ..names import display_name
 from ..run import RunData
 from ..stages import PARTS, StageWindow
+from ._advice import advice_followed
 from ._diagnose import diagnose
 
 NOISE_FLOOR = 0.02
@@ -66,9 +67,27 @@ class Comparison:
     gone: tuple[Verdict, ...]
     conclusion: str  # IMPROVEMENT, REGRESSION or NO CHANGE
     because: PartChange | None
+    moved: tuple[PartChange, PartChange] | None = None
+    """Two parts of a stage that changed beyond their noise in opposite directions (the one that
+    shrank, the one that grew): time that moved, not time saved."""
+    advice: str = ""
+    """Whether run B made the change run A's top verdict proposed, and what it gained against the
+    prediction."""
 
     @property
     def line(self) -> str:
+        if self.moved is not None and (self.because is None or self.conclusion == "NO CHANGE"):
+            down, up = self.moved
+            why = (
+                ": the workers compete with the model for cores"
+                if (down.part, up.part) == ("data_wait", "step")
+                else ""
+            )
+            return (
+                f"{self.conclusion} overall: {display_name(down.stage)}'s {down.part.replace('_', ' ')} "
+                f"{down.change_s * 1e3:+.2f} ms/step moved into the {up.part.replace('_', ' ')} "
+                f"{up.change_s * 1e3:+.2f} ms/step{why}"
+            )
         if self.because is None:
             return f"{self.conclusion}: no part of any stage changed beyond its noise"
         c = self.because
@@ -79,6 +98,13 @@ class Comparison:
             f"noise band {c.noise_s * 1e3:.2f} ms)"
         )
 
+    @property
+    def worst_growth(self) -> float:
+        """The largest growth of a stage's wall time per step beyond its noise, as a fraction of
+        run A's (0 when none grew): what ``--fail-on-regression`` gates on."""
+        grew = [c.change_s / c.before_s for c in self.changes if c.part == "wall" and c.significant]
+        return max([0.0, *grew])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "before": self.before,
@@ -86,6 +112,7 @@ class Comparison:
             "conclusion": self.conclusion,
             "because": None if self.because is None else self.because.to_dict(),
             "line": self.line,
+            "advice": self.advice,
             "changes": [c.to_dict() for c in self.changes],
             "appeared": [v.to_dict() for v in self.appeared],
             "gone": [v.to_dict() for v in self.gone],
@@ -118,7 +145,20 @@ def compare_runs(before: RunData, after: RunData) -> Comparison:
         gone=tuple(v for v in da.verdicts if _key(v) not in keys_b),
         conclusion=conclusion,
         because=because if conclusion != "NO CHANGE" else None,
+        moved=_moved(parts),
+        advice=advice_followed(da.verdicts, a, b),
     )
+
+
+def _moved(parts: Sequence[PartChange]) -> tuple[PartChange, PartChange] | None:
+    """The largest shrink and the largest growth of one stage's parts, when both are beyond noise."""
+    for stage in dict.fromkeys(c.stage for c in parts):
+        mine = [c for c in parts if c.stage == stage]
+        down = min(mine, key=lambda c: c.change_s)
+        up = max(mine, key=lambda c: c.change_s)
+        if down.change_s < 0 < up.change_s:
+            return down, up
+    return None
 
 
 def _key(v: Verdict) -> tuple[str, str, str | None]:

@@ -63,7 +63,10 @@ def partition(verdicts: Sequence[Verdict], budget: Mapping[str, float]) -> list[
         if share <= 0:
             continue  # every second it described has a more specific owner
         scale = share / v.share if v.share > 0 else 0.0
-        out.append(replace(v, share=share, run_share=v.run_share * scale, severity=severity(share)))
+        gain = None if v.gain is None else (min(v.gain[0], share), min(v.gain[1], share))
+        out.append(
+            replace(v, share=share, run_share=v.run_share * scale, severity=severity(share), gain=gain)
+        )
     return out
 
 

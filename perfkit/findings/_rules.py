@@ -16,6 +16,8 @@ from .._units import format_seconds
 from ..names import display_name, loader_label, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, workers
+from ._contention import CONTENTION_MIN, contention
+from ._gain import Proposal, persistent_advice, worker_advice
 from ._rules_hooks import (
     CHECKPOINT_MIN,
     HOOK_MIN,
@@ -79,6 +81,8 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
             "the batches are made in this process (no DataLoader workers, or the loader is not "
             "instrumented): give the DataLoader num_workers > 0"
         )
+        advice = _advice(case, loader, waiting, share, action)
+        action = advice.said
         inside = a.subjects.get("wait_sections", {})
         if inside:  # the user's sections that made the batches, in the wait itself
             name, seconds = max(inside.items(), key=lambda kv: kv[1])
@@ -88,8 +92,16 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
                 f"{display_name(name)}, run in this process"
             )
             evidence["wait_section_s"] = seconds
-            action += f", or make {display_name(name)} cheaper"
-        return case.verdict(share, message, action, subject=subject, evidence=evidence)
+            action += f"; or make {display_name(name)} cheaper"
+        return case.verdict(
+            share,
+            message,
+            action,
+            subject=subject,
+            evidence=evidence,
+            change=dict(advice.change),
+            gain=advice.gain,
+        )
     evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
     message += f"; each batch takes {_ms(w.batch_s)} in a worker"
     stalled = a.subjects.get("stalled_on", {})
@@ -113,9 +125,6 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
             f"{_ms(loop_s or 0)} of loop time): the wait comes from elsewhere (moving batches between "
             "processes, pinning memory)"
         )
-    elif needed <= case.cores:
-        evidence["workers_needed"] = float(needed)
-        action = f"raise num_workers from {w.count} to {needed}"
     else:
         evidence["workers_needed"] = float(needed)
         section = f" ({display_name(w.top_section.name)})" if w.top_section is not None else ""
@@ -123,7 +132,31 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
             f"{needed} workers would be needed but only {case.cores} core(s) are free for workers: the "
             f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
         )
+        if needed <= case.cores:
+            action = f"raise num_workers from {w.count} to {needed}"
+        advice = _advice(case, loader, waiting, share, action)
+        if advice.change or advice.said != action:
+            action = (
+                advice.said if advice.change else f"{advice.said}; make the per-batch work{section} cheaper"
+            )
+        return case.verdict(
+            share,
+            message,
+            action,
+            subject=subject,
+            evidence=evidence,
+            change=dict(advice.change),
+            gain=advice.gain,
+        )
     return case.verdict(share, message, action, subject=subject, evidence=evidence)
+
+
+def _advice(case: Case, loader: str, waiting_s: float, share: float, action: str) -> Proposal:
+    """The worker advice with its gain for the stage's own loader, whose settings and CPU split the
+    run recorded; another loader of the stage keeps its plain action (no change, no gain)."""
+    if loader != case.window.loader_name:
+        return Proposal({}, None, action)
+    return worker_advice(case, waiting_s, share, action)
 
 
 def _rank_waiting(a: Account) -> float:
@@ -148,6 +181,7 @@ def epoch_boundary(case: Case) -> Outcome:
         "batch takes"
     )
     w = workers(case.window.snapshot, case.window.loader_name)
+    keep = persistent_advice(case, started, first) if w is not None else None
     if started >= first:
         action = (
             "keep the workers between epochs (persistent_workers=True): they are started again each epoch"
@@ -164,7 +198,17 @@ def epoch_boundary(case: Case) -> Outcome:
             "filled at every pass): do it once, before the first epoch"
         )
     evidence = {"loader_iter_s": started, "first_batch_extra_s": first}
-    return case.verdict(share, message, action, subject=case.window.loader_name, evidence=evidence)
+    if keep is None or not keep.change:
+        return case.verdict(share, message, action, subject=case.window.loader_name, evidence=evidence)
+    return case.verdict(
+        share,
+        message,
+        f"{action}; {keep.said}",
+        subject=case.window.loader_name,
+        evidence=evidence,
+        change=dict(keep.change),
+        gain=keep.gain,
+    )
 
 
 SETUP_MIN = 0.10
@@ -433,6 +477,9 @@ RULES: tuple[Rule[Case], ...] = (
     Rule("LOADER_SETUP", ("loader_setup",), SETUP_MIN,
          "building loaders is one-off work: a tenth of an epoch means it is rebuilt too often", loader_setup,
          claims="loader_setup"),
+    Rule("CONTENTION", ("step", "train.loop.cpu_s", "train.data.fetch_cpu_s"), CONTENTION_MIN,
+         "a tenth of the epoch in steps slowed past their median, with the cores oversubscribed",
+         contention, claims="step"),
     Rule("COMPUTE_BOUND", ("step",), COMPUTE_MIN,
          "when the step's own compute is most of the epoch, nothing else can win more", compute_bound,
          claims="step"),

@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .._iteration import timed_iter
+from .._loader_facts import CpuSplit, record_settings
 from .._registry import Registry, check_registry, current_registry
 from .._state import SWITCH
 from .._validate import check_int, check_name
@@ -200,8 +201,17 @@ class ScriptWindow:
 
     def _timed(self, iterable: Iterable[T], loader: str, rec: StageRecorder) -> Generator[T, None, None]:
         items = timed_iter(iterable, loader, registry=self.registry)  # waits: LOADER.data.wait
+        reg = self.registry or current_registry()
+        record_settings(reg, loader, iterable)
+        cpu = CpuSplit(loader)  # what the waits and the steps cost in CPU: the advice's bounds
         try:
-            for item in items:
+            while True:
+                cpu.wait_started(reg)
+                try:
+                    item = next(items)
+                except StopIteration:
+                    return
+                cpu.wait_ended(reg)
                 rec.step_begin(self.stage)
                 try:
                     yield item

@@ -40,13 +40,16 @@ from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .._iteration import record_iter, record_wait
-from .._registry import Registry
+from .._loader_facts import CpuSplit, record_settings
+from .._registry import Registry, current_registry
 from .._state import SWITCH
 from .._warn import WarnOnce
+from ..names import fetch_cpu_gauge
 from ._workers import Settings, Shipment, ShippingCollate, WorkerInit, deliver
 
 warn = WarnOnce()
 _ORIGINAL = "__perfkit_original__"
+_FACTS = "_perfkit_facts"
 
 
 def instrument_dataloader(loader: Any, name: str, *, registry: Registry | None, time_wait: bool) -> bool:
@@ -110,13 +113,47 @@ def hook_iterators() -> None:
             data = base_next(self)
             return deliver(data, None) if type(data) is Shipment else data
         if settings.time_wait and SWITCH.on:
-            data = record_wait(lambda: base_next(self), settings.name, settings.registry)
+            facts = _facts(self, settings)
+            facts.wait_started(reg := settings.registry or current_registry())
+            try:
+                data = record_wait(lambda: base_next(self), settings.name, settings.registry)
+            except StopIteration:
+                facts.stopped()
+                raise
+            facts.wait_ended(reg)
+            if type(data) is Shipment and data.cpu_s is not None:
+                reg.gauge(fetch_cpu_gauge(settings.name), data.cpu_s)
         else:
             data = base_next(self)
+            if SWITCH.on and type(data) is Shipment and data.cpu_s is not None:
+                (settings.registry or current_registry()).gauge(fetch_cpu_gauge(settings.name), data.cpu_s)
         return deliver(data, settings.registry) if type(data) is Shipment else data
 
     setattr(__next__, _ORIGINAL, base_next)
     _BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+
+
+def _facts(it: Any, settings: Settings) -> CpuSplit:
+    """The iterator's CPU split; its loader's settings are recorded on each epoch's first batch
+    (persistent workers keep one iterator over epochs, reset for each)."""
+    facts: CpuSplit | None = it.__dict__.get(_FACTS)
+    if facts is None:
+        facts = it.__dict__[_FACTS] = CpuSplit(settings.name)
+    if not getattr(it, "_num_yielded", 1):
+        facts.stopped()  # the time since the last epoch's last batch is no step's
+        record_settings(settings.registry or current_registry(), settings.name, _Settings(it))
+    return facts
+
+
+class _Settings:
+    """A loader's settings as its iterator holds them (torch's iterator keeps no loader)."""
+
+    def __init__(self, it: Any) -> None:
+        self.num_workers = getattr(it, "_num_workers", None)
+        self.prefetch_factor = getattr(it, "_prefetch_factor", None)
+        self.persistent_workers = getattr(it, "_persistent_workers", None)
+        self.pin_memory = getattr(it, "_pin_memory", None)
+        self.batch_size = getattr(getattr(it, "_index_sampler", None), "batch_size", None)
 
 
 def time_iter(cls: type[Any]) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -52,19 +53,25 @@ _warn = WarnOnce()
 class Shipment:
     """A batch and the records made while producing it, on their way to the main process."""
 
-    __slots__ = ("data", "records")
+    __slots__ = ("cpu_s", "data", "records")
 
-    def __init__(self, data: Any, records: list[tuple[tuple[int, int] | None, RecordBatch]]) -> None:
+    def __init__(
+        self,
+        data: Any,
+        records: list[tuple[tuple[int, int] | None, RecordBatch]],
+        cpu_s: float | None = None,
+    ) -> None:
         self.data = data
         self.records = records
+        self.cpu_s = cpu_s  # the worker's CPU seconds making the batch, where its fetch was timed
 
     def pin_memory(self) -> Shipment:
         # The pin-memory thread calls this: pin the batch, keep the records as they are.
         pin: Callable[[Any], Any] = _pin_memory.pin_memory
-        return Shipment(pin(self.data), self.records)
+        return Shipment(pin(self.data), self.records, self.cpu_s)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Shipment, (self.data, self.records))
+        return (Shipment, (self.data, self.records, self.cpu_s))
 
 
 class WorkerInit:
@@ -135,12 +142,13 @@ class _ShippingFetch:
 
     def __call__(self, index: Any) -> Shipment:
         _IN_FETCH[0] = True
+        cpu = time.process_time_ns()  # a computing batch competes with the model for cores; a sleeping not
         try:
             with self._section:
                 data = self._fetch(index)
         finally:
             _IN_FETCH[0] = False
-        return Shipment(data, collect_records())
+        return Shipment(data, collect_records(), (time.process_time_ns() - cpu) / 1e9)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,9 @@ def test_the_json_is_the_documented_format(run_dir: Path, capsys: pytest.Capture
         "action",
         "part",
         "context",
+        "change",
+        "gain",
+        "run_gain",
     }
     assert all(set(v) == fields for v in data["verdicts"])
     assert set(data["stages"]) == {"train", "val"}
@@ -138,3 +141,15 @@ def test_report_finds_the_run_in_a_loggers_version_directory(
     synthetic_run(tmp_path / "version_0" / "perfkit", clock, reg)
     assert main(["report", str(tmp_path / "version_0")]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "version_0" / "perfkit" / "report.html")
+
+
+def test_compare_says_when_time_moved_between_parts_instead_of_saving_nothing() -> None:
+    from perfkit.findings import Comparison, PartChange
+
+    wait = PartChange("train", "data_wait", 0.030, 0.006, 0.002)
+    step = PartChange("train", "step", 0.010, 0.033, 0.002)
+    c = Comparison("a", "b", (wait, step), (), (), "NO CHANGE", None, moved=(wait, step))
+    assert c.line == (
+        "NO CHANGE overall: train's data wait -24.00 ms/step moved into the step +23.00 ms/step: "
+        "the workers compete with the model for cores"
+    )

@@ -339,7 +339,11 @@ def test_memory_growth_abstains_without_a_memory_sampler(epoch: Callable[[str], 
 def test_every_rule_is_specified_here(kind: str) -> None:
     """A new rule needs its three tests: it fires, it is silent below its threshold, it abstains
     (or, where no input can be missing, says nothing)."""
-    modules = [sys.modules[__name__], importlib.import_module("tests.findings.test_rules_hooks")]
+    modules = [
+        sys.modules[__name__],
+        importlib.import_module("tests.findings.test_rules_hooks"),
+        importlib.import_module("tests.findings.test_rules_advice"),
+    ]
     names = [
         n for m in modules for n, f in inspect.getmembers(m, inspect.isfunction) if n.startswith("test_")
     ]

@@ -10,7 +10,13 @@ from ._lines import safe
 
 def comparison_text(c: Comparison) -> str:
     """``perfkit compare``: the conclusion first, then every part that changed beyond its noise."""
-    lines = [c.line, f"  before: {c.before}", f"  after:  {c.after}", ""]
+    lines = [
+        c.line,
+        *([f"  {safe(c.advice)}"] if c.advice else []),
+        f"  before: {c.before}",
+        f"  after:  {c.after}",
+        "",
+    ]
     changed = [x for x in c.changes if x.significant]
     hidden = len(c.changes) - len(changed)
     lines.append(

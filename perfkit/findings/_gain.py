@@ -1,0 +1,258 @@
+"""What a change to a loader is expected to gain, and the bounds that cap it.
+
+A loop that waits for its loader turns once per batch in ``P0 = loop + wait`` seconds. With
+``k`` workers it turns in ``P1 = max(loop, batch / k, cpu / cores)``: never faster than its
+own body, than ``k`` workers can make batches, or than the machine's cores can run the CPU
+seconds a batch costs (the model's and the batch's together: a worker that computes takes its
+core from the model's threads; one that sleeps on a disk or a network does not). The gain is
+``steps * (P0 - P1)`` over the epoch's wall time, and never more than the wait it removes.
+
+The interval's high end is that bound; its low end adds what workers cost and the model does
+not show: moving each batch between processes (``IPC_S``, both ends), a margin for the
+contention the averages hide (``CONTENTION_MARGIN``), and one start of the workers per epoch
+(``START_S``). Where the model's threads already use every core and a batch is made by
+computing, no worker count is proposed: the workers would steal the model's cores (on 2 cores,
+2 workers for a cheap loader made an epoch 2.4x slower). Where the low end is under
+``NOISE``, nothing is proposed either: the verdict says the change would not beat the noise.
+
+    >>> f = LoaderFacts("train", steps=100, wall_s=2.0, wait_s=0.015, loop_s=0.005, batch_s=0.015,
+    ...                 batch_cpu_s=0.0, loop_cpu_s=0.005, workers=0, cores=2)
+    >>> p = propose_workers(f, share=0.75)
+    >>> p.change["num_workers"], [round(g, 2) for g in p.gain]
+    (3, [0.63, 0.75])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._units import format_seconds
+from ..names import (
+    TORCH_THREADS,
+    USABLE_CORES,
+    fetch_cpu_gauge,
+    fetch_series,
+    loop_cpu_gauge,
+    setting_gauge,
+    wait_cpu_gauge,
+    wait_series,
+)
+from ._case import Case, loop_s_per_batch
+
+IPC_S = 0.0005
+"""What moving one batch from a worker to the loop costs beyond making it (pickling into shared
+memory, the queue, unpickling): 0.1-0.3 ms for a small batch measured here; doubled for the low end."""
+CONTENTION_MARGIN = 0.10
+"""The low end's slack on the new time per batch: averages hide the moments workers and the model
+want a core at once."""
+START_S = 0.15
+"""Starting workers (a fork each, plus their first batch) charged once per epoch to the low end."""
+NOISE = 0.02
+"""A change whose low end saves less than this fraction of the epoch is not proposed: run-to-run
+noise on a loaded machine is of that size."""
+COMPUTES = 0.5
+"""A batch whose CPU time is at least this fraction of its wall time is made by computing: its
+workers need cores of their own."""
+
+
+@dataclass(frozen=True)
+class LoaderFacts:
+    """What the gain model reads about one loader in one stage epoch (seconds per batch)."""
+
+    loader: str
+    steps: int
+    wall_s: float
+    wait_s: float  # the steady wait per batch (the epoch's start left out)
+    loop_s: float  # the loop's body per batch (everything but the wait)
+    batch_s: float  # making one batch: a worker's time per batch, or the wait itself without workers
+    batch_cpu_s: float | None  # CPU seconds making one batch (None: not measured)
+    loop_cpu_s: float | None  # the process's CPU seconds in the loop's body per batch
+    workers: int
+    cores: int  # the cores the process may use
+    torch_threads: int | None = None
+    persistent: bool | None = None
+
+    @property
+    def model_cores(self) -> float:
+        """Cores the loop's body keeps busy (its CPU seconds per wall second); 1 when not measured."""
+        if self.loop_cpu_s is None or self.loop_s <= 0:
+            return 1.0
+        return self.loop_cpu_s / self.loop_s
+
+    @property
+    def computes(self) -> bool:
+        """A batch made by computing (CPU-bound); unmeasured counts as computing (the safe side)."""
+        return self.batch_cpu_s is None or self.batch_cpu_s >= COMPUTES * self.batch_s
+
+    @property
+    def free_cores(self) -> float:
+        """Cores the model's threads leave free for workers."""
+        return max(0.0, self.cores - self.model_cores)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A change to make and its expected gain (low, high) as fractions of the stage epoch; or, with
+    an empty change, why none is proposed."""
+
+    change: Mapping[str, Any] = field(default_factory=dict)
+    gain: tuple[float, float] | None = None
+    said: str = ""
+
+
+def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
+    """The facts of the stage's loader, ``waiting_s`` being its steady wait in the epoch."""
+    snap, loader = case.window.snapshot, case.window.loader_name
+    steps = case.steps // max(1, len(case.window.ranks))
+    loop_s = loop_s_per_batch(case)
+    g = snap.gauges
+    if not steps or loop_s is None or loop_cpu_gauge(loader) not in g:
+        return None  # a run recorded without the CPU split: no number is better than a guess
+    workers = _gauge(g, setting_gauge(loader, "num_workers"))
+    fetch = snap.get(fetch_series(loader))
+    wait = snap.get(wait_series(loader))
+    n = int(workers) if workers is not None else (1 if fetch is not None else 0)
+    if n and fetch is not None:
+        batch_s, batch_cpu = fetch.mean_s, _gauge(g, fetch_cpu_gauge(loader))
+    else:
+        batch_s = wait.mean_s if wait is not None else waiting_s / steps
+        batch_cpu = _gauge(g, wait_cpu_gauge(loader))
+    cores = _gauge(g, USABLE_CORES)
+    threads = _gauge(g, TORCH_THREADS)
+    persistent = _gauge(g, setting_gauge(loader, "persistent_workers"))
+    return LoaderFacts(
+        loader=loader,
+        steps=steps,
+        wall_s=case.wall_s,
+        wait_s=waiting_s / steps,
+        loop_s=loop_s,
+        batch_s=batch_s,
+        batch_cpu_s=batch_cpu,
+        loop_cpu_s=_gauge(g, loop_cpu_gauge(loader)),
+        workers=n,
+        cores=int(cores) if cores is not None else case.cores + 1,
+        torch_threads=int(threads) if threads is not None else None,
+        persistent=None if persistent is None else bool(persistent),
+    )
+
+
+def _gauge(gauges: Mapping[str, Any], name: str) -> float | None:
+    g = gauges.get(name)
+    return None if g is None else float(g.mean)
+
+
+def period(f: LoaderFacts, k: int, *, pessimistic: bool) -> float:
+    """The loop's time per batch with ``k`` workers (``k`` > 0)."""
+    ipc = 2 * IPC_S if pessimistic else 0.0
+    cpu = (f.loop_cpu_s if f.loop_cpu_s is not None else f.loop_s) + (
+        f.batch_cpu_s if f.batch_cpu_s is not None else f.batch_s
+    )
+    p = max(f.loop_s + ipc / 2, (f.batch_s + ipc) / k, (cpu + ipc) / f.cores)
+    return p * (1 + CONTENTION_MARGIN) if pessimistic else p
+
+
+def gain(f: LoaderFacts, k: int, share: float, *, starts: bool) -> tuple[float, float]:
+    """The fraction of the epoch saved by ``k`` workers: (low, high), high at most ``share``;
+    ``starts``: the workers start again every epoch (charged to the low end)."""
+    p0 = f.loop_s + f.wait_s
+    high = min(share, f.steps * (p0 - period(f, k, pessimistic=False)) / f.wall_s)
+    low = f.steps * (p0 - period(f, k, pessimistic=True)) / f.wall_s
+    if starts:
+        low -= START_S / f.wall_s
+    return (max(0.0, min(low, high)), max(0.0, high))
+
+
+def max_workers(f: LoaderFacts) -> int:
+    """The most workers the cores allow: computing ones need a free core each; waiting ones (disk,
+    network, sleep) need little CPU, up to twice the cores."""
+    if f.computes:
+        return math.floor(f.free_cores + 1e-9)
+    return 2 * f.cores
+
+
+def propose_workers(f: LoaderFacts, share: float) -> Proposal:
+    """The smallest worker count that keeps up with the loop (as many as the cores allow), its
+    gain, or why none is proposed."""
+    cap = max_workers(f)
+    keeps_up = math.ceil(f.batch_s / f.loop_s - 1e-9) if f.loop_s > 0 else cap
+    k = min(max(keeps_up, f.workers + 1), cap)
+    if k <= f.workers:
+        return Proposal(said=_no_core(f))
+    starts = not f.persistent
+    low, high = gain(f, k, share, starts=False)
+    if low < NOISE:
+        return Proposal(said=_not_worth(f, k))
+    change: dict[str, Any] = {"loader": f.loader, "num_workers": k}
+    if starts:  # a pool started once; every epoch would otherwise pay its start
+        change["persistent_workers"] = True
+    bound = "keep up with the loop" if k >= keeps_up else f"are all that {f.cores} cores allow"
+    said = (
+        f"{k} worker{'s' if k > 1 else ''} {bound} ({format_seconds(f.batch_s)} a batch against "
+        f"{format_seconds(f.loop_s)} of loop time{_cpu_words(f)})"
+    )
+    return Proposal(change, (low, high), said)
+
+
+def _cpu_words(f: LoaderFacts) -> str:
+    if f.batch_cpu_s is None:
+        return ""
+    kind = "computing" if f.computes else "waiting (disk, network, sleep), not computing"
+    return f"; a batch is {f.batch_cpu_s / f.batch_s:.0%} CPU: {kind}" if f.batch_s > 0 else ""
+
+
+def _no_core(f: LoaderFacts) -> str:
+    return (
+        f"no change to the workers is proposed: the model's threads keep {f.model_cores:.1f} of "
+        f"{f.cores} cores busy and a batch is made by computing{_cpu_words(f)}, so more workers would "
+        "take their cores from the model: the cores, not the worker count, are the limit"
+    )
+
+
+def _not_worth(f: LoaderFacts, k: int) -> str:
+    return (
+        f"no change to the workers is proposed: the loader costs {format_seconds(f.batch_s)} a batch; "
+        f"{k} workers would cost about as much as they save on {f.cores} cores"
+    )
+
+
+def gain_words(gain: tuple[float, float] | None, weight: float) -> str:
+    """The expected gain in words: ``expected gain 30-45% of the epoch (12-18% of the run)``."""
+    if gain is None:
+        return ""
+    low, high = gain
+    return f"expected gain {_span(low, high)} of the epoch ({_span(low * weight, high * weight)} of the run)"
+
+
+def _span(low: float, high: float) -> str:
+    return f"{low:.0%}" if round(low * 100) == round(high * 100) else f"{low:.0%}-{high:.0%}"
+
+
+def worker_advice(case: Case, waiting_s: float, share: float, otherwise: str) -> Proposal:
+    """INPUT_BOUND's action for the stage's loader: a worker count with its gain, why none is
+    proposed, or ``otherwise`` where the loader's numbers were not recorded."""
+    f = facts(case, waiting_s)
+    if f is None:
+        return Proposal(said=otherwise)
+    p = propose_workers(f, share)
+    if not p.change:
+        return p
+    weight = case.stage_wall_s / case.run_wall_s if case.run_wall_s > 0 else 1.0
+    settings = ", ".join(f"{k}={v}" for k, v in p.change.items() if k != "loader")
+    said = f"set {settings} on the {f.loader} DataLoader: {p.said}; {gain_words(p.gain, weight)}"
+    return Proposal(p.change, p.gain, said)
+
+
+def persistent_advice(case: Case, started_s: float, first_s: float) -> Proposal:
+    """EPOCH_BOUNDARY's change where workers start again every epoch: keep them. It saves the start
+    (``iter()``) and the first batch's extra wait; the low end keeps a fifth of it (the pool's
+    reset at each epoch, and what the extra wait was not the workers' start)."""
+    if case.wall_s <= 0:
+        return Proposal()
+    high = (started_s + first_s) / case.wall_s
+    low = 0.8 * started_s / case.wall_s + 0.5 * first_s / case.wall_s
+    weight = case.stage_wall_s / case.run_wall_s if case.run_wall_s > 0 else 1.0
+    said = gain_words((low, high), weight)
+    return Proposal({"loader": case.window.loader_name, "persistent_workers": True}, (low, high), said)

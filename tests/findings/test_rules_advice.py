@@ -1,0 +1,91 @@
+"""CONTENTION and the gain of the advice on hand-built stage epochs (the fake clock, a wall of one
+second: a share is the planted seconds): the CPU split and the loader's settings are planted as
+the gauges a run records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from perfkit.findings._gain import LoaderFacts, propose_workers
+from perfkit.names import (
+    TORCH_THREADS,
+    USABLE_CORES,
+    fetch_cpu_gauge,
+    fetch_series,
+    loop_cpu_gauge,
+    setting_gauge,
+)
+
+from .test_rules import Epoch, case, epoch, fires, judged
+
+__all__ = ["epoch"]  # the fixture, used by name
+
+
+def contended(e: Epoch, *, slow_steps: int, threads: int = 2) -> Epoch:
+    """20 steps of 5 ms (the model alone) and ``slow_steps`` of 40 ms (a worker held a core), and
+    two computing workers at 6 ms of CPU a batch, on 2 cores."""
+    e.steps(*[5.0] * 20, *[40.0] * slow_steps)
+    n = 20 + slow_steps
+    with_worker = e.reg
+    for _ in range(n):
+        with_worker.record(fetch_series("train"), 0, 6_000_000)  # a worker's batch: 6 ms
+        with_worker.gauge(fetch_cpu_gauge("train"), 0.006)
+        with_worker.gauge(loop_cpu_gauge("train"), 0.004)
+    with_worker.gauge(setting_gauge("train", "num_workers"), 2.0)
+    with_worker.gauge(TORCH_THREADS, float(threads))
+    with_worker.gauge(USABLE_CORES, 2.0)
+    return e
+
+
+def test_contention_fires_with_the_steps_time_beyond_their_median(epoch: Callable[[str], Epoch]) -> None:
+    window = contended(epoch("train"), slow_steps=10).window()
+    v = fires("CONTENTION", case(window))
+    assert v.share == pytest.approx(10 * 35 / 1000)  # each slow step's excess over the 5 ms median
+    assert v.change == {"torch_threads": 1}
+    assert v.gain is not None
+    assert 0 <= v.gain[0] <= v.gain[1] <= v.share
+    assert "torch.set_num_threads(1)" in v.action
+
+
+def test_contention_is_silent_below_a_tenth_of_the_epoch(epoch: Callable[[str], Epoch]) -> None:
+    window = contended(epoch("train"), slow_steps=2).window()  # 70 ms of 1 s
+    assert judged("CONTENTION", case(window)) == []
+
+
+def test_contention_says_nothing_when_the_cores_suffice(epoch: Callable[[str], Epoch]) -> None:
+    window = contended(epoch("train"), slow_steps=10, threads=1).window()  # 1 thread + 2 workers' 0.2 cores
+    assert judged("CONTENTION", case(window)) == []
+
+
+def test_contention_says_nothing_without_the_cpu_split(epoch: Callable[[str], Epoch]) -> None:
+    window = epoch("train").steps(*[5.0] * 20, *[40.0] * 10).window()
+    assert judged("CONTENTION", case(window)) == []
+
+
+def facts(**kw: float) -> LoaderFacts:
+    base = {"steps": 100, "wall_s": 2.0, "wait_s": 0.015, "loop_s": 0.005, "batch_s": 0.015,
+            "batch_cpu_s": 0.0, "loop_cpu_s": 0.005, "workers": 0, "cores": 2}  # fmt: skip
+    return LoaderFacts("train", **{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_a_sleeping_loader_gets_the_workers_that_keep_up_and_a_gain_within_the_wait() -> None:
+    p = propose_workers(facts(), share=0.75)
+    assert p.change == {"loader": "train", "num_workers": 3, "persistent_workers": True}
+    assert p.gain is not None
+    assert 0.5 < p.gain[0] <= p.gain[1] <= 0.75
+
+
+def test_a_computing_loader_gets_no_workers_when_the_model_uses_every_core() -> None:
+    p = propose_workers(facts(batch_cpu_s=0.015, loop_cpu_s=0.0095), share=0.75)
+    assert p.change == {}
+    assert "the cores, not the worker count, are the limit" in p.said
+
+
+def test_a_cheap_loader_gets_no_workers_that_would_cost_what_they_save() -> None:
+    p = propose_workers(
+        facts(wait_s=0.0003, batch_s=0.0003, batch_cpu_s=0.0003, loop_cpu_s=0.004), share=0.06
+    )
+    assert p.change == {}
+    assert "would cost about as much as they save on 2 cores" in p.said

@@ -1,0 +1,229 @@
+"""Advice followed blind: each planted run is timed as configured, then with its top verdict's
+``change`` applied literally, by the test's own clock (the median of interleaved runs, the epochs
+past the first). No followed advice may slow the run by more than 5%, and the saving measured
+must be at least half of the predicted gain's low end.
+
+The scenarios (plain scripts, ``perfkit.window`` over an instrumented DataLoader, on this
+machine's cores): a cheap loader without workers; a ``__getitem__`` that sleeps (I/O) without
+workers; a CPU-bound collate in 2 workers with the model on 2 threads (contention: the advice is
+fewer torch threads); non-persistent workers with a slow ``worker_init_fn``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import perfkit
+import perfkit.torch
+from perfkit._cli import main
+from perfkit.findings import Diagnosis, Verdict, compare_runs, diagnose_windows
+from perfkit.run import RunWriter, read_run
+
+PAIRS = 3
+SLOWDOWN = 0.05
+
+
+class Rows(Dataset[torch.Tensor]):
+    """Rows of 256 floats; each ``__getitem__`` sleeps ``sleep_s`` (a disk, a network)."""
+
+    def __init__(self, n: int, sleep_s: float = 0.0) -> None:
+        self.x = torch.randn(n, 256)
+        self.sleep_s = sleep_s
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return self.x[i]
+
+
+def busy_collate(rows: list[torch.Tensor]) -> torch.Tensor:
+    """A collate that computes for about 6 ms in Python (a tokenizer, an augmentation)."""
+    end = time.thread_time() + 0.006
+    while time.thread_time() < end:
+        pass
+    return torch.stack(rows)
+
+
+def slow_init(worker_id: int) -> None:
+    time.sleep(0.25)  # a dataset opened in every worker
+
+
+@dataclass
+class Plan:
+    dataset: Dataset[torch.Tensor]
+    loader: dict[str, Any] = field(default_factory=dict)
+    threads: int = 1
+    epochs: int = 3
+    batch: int = 32
+
+
+class Model:
+    def __init__(self) -> None:
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256))
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01)
+
+    def step(self, batch: torch.Tensor) -> None:
+        loss = self.net(batch).pow(2).mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+
+def run(plan: Plan, run_dir: Path | None = None) -> tuple[Diagnosis, list[float]]:
+    """One run of the plan: its diagnosis and each epoch's seconds by the test's clock."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(plan.threads)
+    reg, windows, epochs = perfkit.Registry(), [], []
+    writer = RunWriter(run_dir) if run_dir is not None else None
+    model = Model()
+    try:
+        with perfkit.use_registry(reg):
+            loader = DataLoader(plan.dataset, batch_size=plan.batch, **plan.loader)
+            perfkit.torch.instrument(loader, "train", registry=reg)
+            for epoch in range(plan.epochs):
+                t0 = time.perf_counter()
+                with perfkit.window("train", epoch=epoch, registry=reg, run=writer) as w:
+                    for batch in w.iterate(loader):
+                        model.step(batch)
+                epochs.append(time.perf_counter() - t0)
+                assert w.window is not None
+                windows.append(w.window)
+            del loader  # persistent workers end with it
+            if writer is not None:
+                writer.finish(reg.snapshot())
+    finally:
+        torch.set_num_threads(before)
+    return diagnose_windows(windows), epochs
+
+
+def followed(plan: Plan, change: Mapping[str, Any]) -> Plan:
+    """The plan with ``change`` applied literally."""
+    loader = dict(plan.loader)
+    threads = plan.threads
+    for key, value in change.items():
+        if key == "torch_threads":
+            threads = int(value)
+        elif key != "loader":
+            loader[key] = value
+    return Plan(plan.dataset, loader, threads, plan.epochs, plan.batch)
+
+
+def proposal(d: Diagnosis) -> Verdict | None:
+    """The most important verdict that proposes a change, if any."""
+    return next((v for v in d.verdicts if v.change), None)
+
+
+@dataclass
+class Outcome:
+    verdict: Verdict | None
+    before_s: float
+    after_s: float
+
+    @property
+    def saving(self) -> float:
+        return 1 - self.after_s / self.before_s
+
+
+def two_runs(plan: Plan) -> Outcome:
+    """Run the plan, follow its advice, and time both (epochs past the first, median of pairs)."""
+    d, first = run(plan)
+    v = proposal(d)
+    if v is None:
+        return Outcome(None, sum(first[1:]), sum(first[1:]))
+    after_plan = followed(plan, v.change)
+    before, after = [sum(first[1:])], []
+    for i in range(PAIRS):
+        after.append(sum(run(after_plan)[1][1:]))
+        if i < PAIRS - 1:
+            before.append(sum(run(plan)[1][1:]))
+    return Outcome(v, statistics.median(before), statistics.median(after))
+
+
+def check(outcome: Outcome, record_property: Any) -> None:
+    v = outcome.verdict
+    record_property("verdict", None if v is None else f"{v.kind} {dict(v.change)} gain {v.gain}")
+    record_property("saving", round(outcome.saving, 3))
+    assert outcome.saving >= -SLOWDOWN, f"following {v.change if v else None} slowed the run"
+    if v is not None and v.gain is not None:
+        assert outcome.saving >= 0.5 * v.gain[0], (v.line, outcome)
+
+
+def test_a_cheap_loader_without_workers_gets_no_worker_change_that_slows_it(record_property: Any) -> None:
+    outcome = two_runs(Plan(Rows(4096), threads=2))
+    check(outcome, record_property)
+    if outcome.verdict is not None:
+        assert outcome.verdict.change.get("num_workers", 0) == 0 or outcome.verdict.gain is not None
+
+
+def test_a_sleeping_getitem_gets_workers_that_speed_it_up_within_the_prediction(record_property: Any) -> None:
+    outcome = two_runs(Plan(Rows(1536, sleep_s=0.0003)))
+    v = outcome.verdict
+    assert v is not None
+    assert v.kind == "INPUT_BOUND"
+    assert v.change["num_workers"] >= 1
+    assert v.gain is not None
+    assert v.gain[1] <= v.share + 1e-9
+    check(outcome, record_property)
+    assert v.gain[0] * 0.5 <= outcome.saving <= v.gain[1] + 0.10
+
+
+def test_a_cpu_bound_collate_on_every_core_claims_no_gain_beyond_the_cores(record_property: Any) -> None:
+    loader = {"num_workers": 2, "persistent_workers": True, "collate_fn": busy_collate}  # no restarts
+    outcome = two_runs(Plan(Rows(1536), loader, threads=2))
+    v = outcome.verdict
+    assert v is not None
+    assert v.kind == "CONTENTION"  # not COMPUTE_BOUND: the model is not slow, its cores are taken
+    assert v.change == {"torch_threads": 1}
+    check(outcome, record_property)
+
+
+def test_a_slow_worker_init_without_persistent_workers_gets_a_persistent_pool(record_property: Any) -> None:
+    plan = Plan(Rows(512), {"num_workers": 2, "worker_init_fn": slow_init}, epochs=4)
+    outcome = two_runs(plan)
+    v = outcome.verdict
+    assert v is not None
+    assert v.kind == "EPOCH_BOUNDARY"
+    assert v.change.get("persistent_workers") is True
+    check(outcome, record_property)
+
+
+def test_compare_says_whether_run_b_made_the_change_and_gates_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = Plan(Rows(768, sleep_s=0.0003))
+    d, _ = run(plan, tmp_path / "a")
+    v = proposal(d)
+    assert v is not None
+    run(followed(plan, v.change), tmp_path / "b")
+    c = compare_runs(read_run(tmp_path / "a"), read_run(tmp_path / "b"))
+    assert c.conclusion == "IMPROVEMENT"
+    assert "run B made it and saved" in c.advice
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--fail-on-regression", "5"]) == 0
+    assert "run A's INPUT_BOUND proposed num_workers=" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "b"), str(tmp_path / "a"), "--fail-on-regression", "5"]) == 3
+    # run A again, without the change: the proposal was not made
+    run(plan, tmp_path / "c")
+    c = compare_runs(read_run(tmp_path / "a"), read_run(tmp_path / "c"))
+    assert "run B did not make it (num_workers=0" in c.advice
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Any:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
