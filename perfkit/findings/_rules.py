@@ -15,7 +15,7 @@ from .._rule import Outcome, Rule, Verdict, kinds
 from .._units import format_seconds
 from ..names import display_name, loader_label, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
-from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, workers
+from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, rank_sections, workers
 from ._rules_hooks import (
     CHECKPOINT_MIN,
     HOOK_MIN,
@@ -197,7 +197,7 @@ def compute_bound(case: Case) -> Outcome:
     share = case.fraction("step")
     if share < COMPUTE_MIN:
         return None
-    sections = [s for s in main_sections(case.window.snapshot) if s.self_s / case.wall_s >= SECTION_MIN]
+    sections = [s for s in rank_sections(case) if s.self_s / case.rank_wall_s >= SECTION_MIN]
     if sections and sections[0].self_s >= 0.5 * case.window.account.seconds("step"):
         return None  # one section explains the step: SLOW_SECTION names it
     message = f"the step's own compute is {share:.0%} of the {stage_label(case.stage)} epoch"
@@ -209,20 +209,26 @@ def compute_bound(case: Case) -> Outcome:
 
 
 def slow_section(case: Case) -> Outcome:
-    sections = main_sections(case.window.snapshot)
+    sections = rank_sections(case)  # the mean rank's: each rank's time against its own epoch
+    wall = case.rank_wall_s
     if not sections:
         return None
     top = sections[0]
-    share = top.self_s / case.wall_s if case.wall_s > 0 else 0.0
+    share = top.self_s / wall if wall > 0 else 0.0
     if share < SECTION_MIN:
         return None
     where = " > ".join(top.path)
-    message = (
-        f"section {display_name(where)} takes {share:.0%} of the {stage_label(case.stage)} epoch "
-        f"({_ms(top.self_s)} of its own time over {top.count} calls)"
-    )
+    over = f"the {stage_label(case.stage)} epoch"
+    calls = f"{top.count} calls"
+    if case.rank_count > 1:
+        over += f" on the mean of {case.rank_count} ranks"
+        calls += " each"
+    own = f"{_ms(top.self_s)} of its own time over {calls}"
+    message = f"section {display_name(where)} takes {share:.0%} of {over} ({own})"
     action = f"make {display_name(top.name)} cheaper: it is the largest part of the loop you timed"
     evidence = {"self_s": top.self_s, "calls": float(top.count)}
+    if case.rank_count > 1:
+        evidence |= {"ranks": float(case.rank_count), "rank_wall_s": wall}
     return case.verdict(share, message, action, subject=where, evidence=evidence)
 
 

@@ -9,6 +9,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -206,6 +207,50 @@ def test_slow_section_says_nothing_when_the_loop_timed_no_section(epoch: Callabl
     not one that lost an input. perfkit's own series (the steps here) are not sections."""
     window = epoch("train").steps(*[100] * 6).window()
     assert judged("SLOW_SECTION", case(window)) == []
+
+
+def merged(*epochs: tuple[Epoch, float]) -> StageWindow:
+    """One stage epoch over ranks 0..n-1 as the recorder merges it: each rank's (records, own wall)."""
+    windows = [e.window(wall_s=wall) for e, wall in epochs]
+    parts = tuple(RankPart(i, w.wall_s, 0, 0.0, w.account) for i, w in enumerate(windows))
+    return replace(
+        windows[0],
+        snapshot=windows[0].snapshot.merge(*(w.snapshot for w in windows[1:])),
+        wall_s=max(w.wall_s for w in windows),
+        account=Account.mean(w.account for w in windows),
+        ranks=parts,
+    )
+
+
+def test_slow_section_on_several_ranks_is_the_mean_ranks_share_of_its_own_epoch(
+    reg: perfkit.Registry, clock: FakeClock
+) -> None:
+    """Two ranks, each with a 150 ms forward in its own one-second epoch: 15% on each rank's clock.
+    The merged snapshot holds 300 ms of forward: against one rank's wall that read as 30%."""
+    ranks_ = [Epoch(perfkit.Registry(clock=clock), clock, "train") for _ in range(2)]
+    for e in ranks_:
+        e.section("forward", 150)
+    v = fires("SLOW_SECTION", case(merged(*((e, WALL_S) for e in ranks_))))
+    own = [0.150 / WALL_S] * 2  # each rank's share by its own clock
+    assert v.share == pytest.approx(sum(own) / 2)
+    assert v.evidence == pytest.approx({"self_s": 0.150, "calls": 1.0, "ranks": 2.0, "rank_wall_s": WALL_S})
+    assert "15% of the training epoch on the mean of 2 ranks" in v.message
+
+
+def test_slow_section_share_lies_between_the_ranks_own_shares(clock: FakeClock) -> None:
+    """Ranks of unequal walls and sections: the merged share is the mean rank's (mean section seconds
+    over mean wall), never above the slowest rank's own share nor below the fastest's."""
+    plan = [(100, 1.0), (300, 1.2), (200, 0.8), (120, 1.0)]  # (forward ms, wall s) per rank
+    ranks_ = []
+    for ms, wall in plan:
+        e = Epoch(perfkit.Registry(clock=clock), clock, "train").section("forward", ms)
+        ranks_.append((e, wall))
+    v = fires("SLOW_SECTION", case(merged(*ranks_)))
+    own = [ms / 1e3 / wall for ms, wall in plan]
+    mean_rank = sum(ms / 1e3 for ms, _ in plan) / sum(wall for _, wall in plan)
+    assert v.share == pytest.approx(mean_rank)
+    assert min(own) <= v.share <= max(own)
+    assert v.share == pytest.approx(sum(own) / len(own), rel=0.1)  # near the mean of the ranks' own shares
 
 
 # ---- CALLBACK_OVERHEAD ------------------------------------------------------------------------------
