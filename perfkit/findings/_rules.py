@@ -26,6 +26,7 @@ from ._rules_hooks import (
     residual,
     slow_logger,
 )
+from ._rules_ranks import STRAGGLER_MIN, straggler
 
 
 def _ms(seconds: float) -> str:
@@ -303,40 +304,6 @@ def _explaining_part(w: StageWindow, t: StageWindow, n_w: int, n_t: int) -> tupl
         if sections:
             best = f"step ({display_name(sections[0].name)})"
     return best, extra
-
-
-STRAGGLER_MIN = 0.10
-
-
-def straggler(case: Case) -> Outcome:
-    ranks = case.window.ranks
-    if len(ranks) < 2:
-        return None
-    # A rank slow to get its data makes the others wait for it inside their collectives, which
-    # are inside their steps: so data wait is compared first, and a longer step only counts when
-    # no rank's data explains it (in validation, where there are no collectives, steps differ).
-    for part in ("data_wait", "step"):
-        spent = [r.account.seconds(part) for r in ranks]
-        culprit = max(range(len(ranks)), key=spent.__getitem__)
-        others = sorted(spent[i] for i in range(len(ranks)) if i != culprit)
-        excess = spent[culprit] - others[len(others) // 2]
-        wall = ranks[culprit].wall_s
-        share = excess / wall if wall > 0 else 0.0
-        if share >= STRAGGLER_MIN:
-            break
-    else:
-        return None
-    rank = ranks[culprit].rank
-    what = "data loading" if part == "data_wait" else "steps"
-    victims = [str(r.rank) for i, r in enumerate(ranks) if i != culprit]
-    waiting = f"rank {victims[0]} waits" if len(victims) == 1 else f"ranks {', '.join(victims)} wait"
-    message = (
-        f"rank {rank} is the straggler of {stage_label(case.stage)}: its {what} took {_ms(excess)} more "
-        f"than the other ranks' in the epoch, and {waiting} for it"
-    )
-    action = f"make rank {rank}'s {what} as fast as the others' (its data shard, its files, its device)"
-    evidence = {f"rank{r.rank}_{part}_s": spent[i] for i, r in enumerate(ranks)}
-    return case.verdict(share, message, action, subject=f"rank {rank}", evidence=evidence, part=part)
 
 
 # ---- over epochs ------------------------------------------------------------------------------------

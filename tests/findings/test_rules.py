@@ -304,11 +304,19 @@ def test_eval_slower_than_train_abstains_without_a_training_window(epoch: Callab
 # ---- STRAGGLER ---------------------------------------------------------------------------------------
 
 
-def ranks(*parts: dict[str, float]) -> StageWindow:
+def ranks(*parts: dict[str, float], epoch: int = 0) -> StageWindow:
     """A training epoch over ranks 0..n-1, each rank's account given in seconds of one second of wall."""
     accounts = [Account(WALL_S, {**p, "other": WALL_S - sum(p.values())}) for p in parts]
     per_rank = tuple(RankPart(i, WALL_S, 10, a.seconds("step") / 10, a) for i, a in enumerate(accounts))
-    return StageWindow("train", 0, Snapshot({}), WALL_S, Account.mean(accounts), ranks=per_rank)
+    return StageWindow("train", epoch, Snapshot({}), WALL_S, Account.mean(accounts), ranks=per_rank)
+
+
+EVEN = {"data_wait": 0.05, "step": 0.50}
+
+
+def slow_data(rank: int, seconds: float, *, epoch: int, n: int = 4) -> StageWindow:
+    """An epoch of ``n`` ranks in which ``rank`` waited ``seconds`` for its data, the others 50 ms."""
+    return ranks(*({**EVEN, "data_wait": seconds} if i == rank else EVEN for i in range(n)), epoch=epoch)
 
 
 def test_straggler_fires_on_the_rank_whose_data_wait_exceeds_the_others() -> None:
@@ -320,6 +328,38 @@ def test_straggler_fires_on_the_rank_whose_data_wait_exceeds_the_others() -> Non
 def test_straggler_is_silent_below_a_tenth_of_the_epoch() -> None:
     window = ranks(*[{"data_wait": 0.05, "step": 0.50}] * 2, {"data_wait": 0.149, "step": 0.50})
     assert judged("STRAGGLER", case(window)) == []
+
+
+def test_straggler_slowest_in_every_epoch_is_chronic() -> None:
+    epochs = [slow_data(1, 0.05 + extra, epoch=e) for e, extra in enumerate((0.16, 0.18, 0.20))]
+    v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))
+    assert (v.subject, v.share) == ("rank 1", pytest.approx(0.20))  # the last epoch's excess
+    assert "slowest in 3 of 3 epochs, +18% on average" in v.message
+    assert v.evidence["epochs_slowest"] == 3.0
+    assert v.evidence["epochs"] == 3.0
+    assert v.evidence["excess_fraction_mean"] == pytest.approx(0.18)
+    assert v.evidence["rank1_epochs_slowest"] == 3.0
+    assert "one-off" not in v.action
+
+
+def test_straggler_slow_in_one_epoch_is_a_one_off() -> None:
+    epochs = [slow_data(2, 0.05, epoch=0), slow_data(2, 0.35, epoch=1), slow_data(2, 0.05, epoch=2)]
+    v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))
+    assert v.subject == "rank 2"
+    assert "not in the last" in v.message
+    assert "slowest once in 3 epochs (+30%)" in v.message
+    assert v.share == pytest.approx(0.30 / 3)  # what it cost over the stage's epochs
+    assert "one-off" in v.action
+    assert "epoch 1" in v.action
+
+
+def test_straggler_lists_the_ranks_slowest_most_often() -> None:
+    plan = [(3, 0.30), (3, 0.30), (0, 0.40), (3, 0.25)]
+    epochs = [slow_data(r, s, epoch=e) for e, (r, s) in enumerate(plan)]
+    v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))
+    assert v.subject == "rank 3"
+    assert "slowest in 3 of 4 epochs" in v.message
+    assert (v.evidence["rank3_epochs_slowest"], v.evidence["rank0_epochs_slowest"]) == (3.0, 1.0)
 
 
 def test_straggler_says_nothing_on_one_rank(epoch: Callable[[str], Epoch]) -> None:
