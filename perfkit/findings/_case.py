@@ -41,6 +41,18 @@ class Case:
         step = self.window.snapshot.get(step_series(self.window.stage))
         return step.count if step is not None else 0
 
+    @property
+    def rank_count(self) -> int:
+        """How many ranks the window merges (1 without a process group)."""
+        return max(1, len(self.window.ranks))
+
+    @property
+    def rank_wall_s(self) -> float:
+        """The mean rank's wall time: what the mean rank's seconds (a merged total over
+        ``rank_count``) are a share of. ``wall_s`` is the slowest rank's."""
+        ranks = self.window.ranks
+        return sum(r.wall_s for r in ranks) / len(ranks) if ranks else self.window.wall_s
+
     def fraction(self, part: str) -> float:
         return self.window.account.fraction(part)
 
@@ -111,6 +123,17 @@ def main_sections(snap: Snapshot) -> list[SectionTime]:
         own = max(0, totals.total_ns - children.get(path, 0))
         out.append(SectionTime(path, own / 1e9, totals.total_ns / 1e9, totals.count))
     return sorted(out, key=lambda s: -s.self_s)
+
+
+def rank_sections(case: Case) -> list[SectionTime]:
+    """``main_sections`` of the mean rank: a merged snapshot holds every rank's calls, so its
+    totals are divided by the number of ranks (a share is then of ``Case.rank_wall_s``; against
+    one rank's wall a merged total read as twice its share with two ranks)."""
+    n = case.rank_count
+    sections = main_sections(case.window.snapshot)
+    if n == 1:
+        return sections
+    return [SectionTime(s.path, s.self_s / n, s.total_s / n, round(s.count / n)) for s in sections]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from .._rule import Outcome, Rule, Verdict, kinds
 from .._units import format_seconds
 from ..names import display_name, loader_label, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
-from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, workers
+from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, rank_sections, workers
 from ._contention import CONTENTION_MIN, contention
 from ._gain import Proposal, persistent_advice, worker_advice
 from ._rules_hooks import (
@@ -28,6 +28,7 @@ from ._rules_hooks import (
     residual,
     slow_logger,
 )
+from ._rules_ranks import STRAGGLER_MIN, straggler
 
 
 def _ms(seconds: float) -> str:
@@ -241,7 +242,7 @@ def compute_bound(case: Case) -> Outcome:
     share = case.fraction("step")
     if share < COMPUTE_MIN:
         return None
-    sections = [s for s in main_sections(case.window.snapshot) if s.self_s / case.wall_s >= SECTION_MIN]
+    sections = [s for s in rank_sections(case) if s.self_s / case.rank_wall_s >= SECTION_MIN]
     if sections and sections[0].self_s >= 0.5 * case.window.account.seconds("step"):
         return None  # one section explains the step: SLOW_SECTION names it
     message = f"the step's own compute is {share:.0%} of the {stage_label(case.stage)} epoch"
@@ -253,20 +254,26 @@ def compute_bound(case: Case) -> Outcome:
 
 
 def slow_section(case: Case) -> Outcome:
-    sections = main_sections(case.window.snapshot)
+    sections = rank_sections(case)  # the mean rank's: each rank's time against its own epoch
+    wall = case.rank_wall_s
     if not sections:
         return None
     top = sections[0]
-    share = top.self_s / case.wall_s if case.wall_s > 0 else 0.0
+    share = top.self_s / wall if wall > 0 else 0.0
     if share < SECTION_MIN:
         return None
     where = " > ".join(top.path)
-    message = (
-        f"section {display_name(where)} takes {share:.0%} of the {stage_label(case.stage)} epoch "
-        f"({_ms(top.self_s)} of its own time over {top.count} calls)"
-    )
+    over = f"the {stage_label(case.stage)} epoch"
+    calls = f"{top.count} calls"
+    if case.rank_count > 1:
+        over += f" on the mean of {case.rank_count} ranks"
+        calls += " each"
+    own = f"{_ms(top.self_s)} of its own time over {calls}"
+    message = f"section {display_name(where)} takes {share:.0%} of {over} ({own})"
     action = f"make {display_name(top.name)} cheaper: it is the largest part of the loop you timed"
     evidence = {"self_s": top.self_s, "calls": float(top.count)}
+    if case.rank_count > 1:
+        evidence |= {"ranks": float(case.rank_count), "rank_wall_s": wall}
     return case.verdict(share, message, action, subject=where, evidence=evidence)
 
 
@@ -341,40 +348,6 @@ def _explaining_part(w: StageWindow, t: StageWindow, n_w: int, n_t: int) -> tupl
         if sections:
             best = f"step ({display_name(sections[0].name)})"
     return best, extra
-
-
-STRAGGLER_MIN = 0.10
-
-
-def straggler(case: Case) -> Outcome:
-    ranks = case.window.ranks
-    if len(ranks) < 2:
-        return None
-    # A rank slow to get its data makes the others wait for it inside their collectives, which
-    # are inside their steps: so data wait is compared first, and a longer step only counts when
-    # no rank's data explains it (in validation, where there are no collectives, steps differ).
-    for part in ("data_wait", "step"):
-        spent = [r.account.seconds(part) for r in ranks]
-        culprit = max(range(len(ranks)), key=spent.__getitem__)
-        others = sorted(spent[i] for i in range(len(ranks)) if i != culprit)
-        excess = spent[culprit] - others[len(others) // 2]
-        wall = ranks[culprit].wall_s
-        share = excess / wall if wall > 0 else 0.0
-        if share >= STRAGGLER_MIN:
-            break
-    else:
-        return None
-    rank = ranks[culprit].rank
-    what = "data loading" if part == "data_wait" else "steps"
-    victims = [str(r.rank) for i, r in enumerate(ranks) if i != culprit]
-    waiting = f"rank {victims[0]} waits" if len(victims) == 1 else f"ranks {', '.join(victims)} wait"
-    message = (
-        f"rank {rank} is the straggler of {stage_label(case.stage)}: its {what} took {_ms(excess)} more "
-        f"than the other ranks' in the epoch, and {waiting} for it"
-    )
-    action = f"make rank {rank}'s {what} as fast as the others' (its data shard, its files, its device)"
-    evidence = {f"rank{r.rank}_{part}_s": spent[i] for i, r in enumerate(ranks)}
-    return case.verdict(share, message, action, subject=f"rank {rank}", evidence=evidence, part=part)
 
 
 # ---- over epochs ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -208,6 +209,50 @@ def test_slow_section_says_nothing_when_the_loop_timed_no_section(epoch: Callabl
     assert judged("SLOW_SECTION", case(window)) == []
 
 
+def merged(*epochs: tuple[Epoch, float]) -> StageWindow:
+    """One stage epoch over ranks 0..n-1 as the recorder merges it: each rank's (records, own wall)."""
+    windows = [e.window(wall_s=wall) for e, wall in epochs]
+    parts = tuple(RankPart(i, w.wall_s, 0, 0.0, w.account) for i, w in enumerate(windows))
+    return replace(
+        windows[0],
+        snapshot=windows[0].snapshot.merge(*(w.snapshot for w in windows[1:])),
+        wall_s=max(w.wall_s for w in windows),
+        account=Account.mean(w.account for w in windows),
+        ranks=parts,
+    )
+
+
+def test_slow_section_on_several_ranks_is_the_mean_ranks_share_of_its_own_epoch(
+    reg: perfkit.Registry, clock: FakeClock
+) -> None:
+    """Two ranks, each with a 150 ms forward in its own one-second epoch: 15% on each rank's clock.
+    The merged snapshot holds 300 ms of forward: against one rank's wall that read as 30%."""
+    ranks_ = [Epoch(perfkit.Registry(clock=clock), clock, "train") for _ in range(2)]
+    for e in ranks_:
+        e.section("forward", 150)
+    v = fires("SLOW_SECTION", case(merged(*((e, WALL_S) for e in ranks_))))
+    own = [0.150 / WALL_S] * 2  # each rank's share by its own clock
+    assert v.share == pytest.approx(sum(own) / 2)
+    assert v.evidence == pytest.approx({"self_s": 0.150, "calls": 1.0, "ranks": 2.0, "rank_wall_s": WALL_S})
+    assert "15% of the training epoch on the mean of 2 ranks" in v.message
+
+
+def test_slow_section_share_lies_between_the_ranks_own_shares(clock: FakeClock) -> None:
+    """Ranks of unequal walls and sections: the merged share is the mean rank's (mean section seconds
+    over mean wall), never above the slowest rank's own share nor below the fastest's."""
+    plan = [(100, 1.0), (300, 1.2), (200, 0.8), (120, 1.0)]  # (forward ms, wall s) per rank
+    ranks_ = []
+    for ms, wall in plan:
+        e = Epoch(perfkit.Registry(clock=clock), clock, "train").section("forward", ms)
+        ranks_.append((e, wall))
+    v = fires("SLOW_SECTION", case(merged(*ranks_)))
+    own = [ms / 1e3 / wall for ms, wall in plan]
+    mean_rank = sum(ms / 1e3 for ms, _ in plan) / sum(wall for _, wall in plan)
+    assert v.share == pytest.approx(mean_rank)
+    assert min(own) <= v.share <= max(own)
+    assert v.share == pytest.approx(sum(own) / len(own), rel=0.1)  # near the mean of the ranks' own shares
+
+
 # ---- CALLBACK_OVERHEAD ------------------------------------------------------------------------------
 
 
@@ -259,11 +304,19 @@ def test_eval_slower_than_train_abstains_without_a_training_window(epoch: Callab
 # ---- STRAGGLER ---------------------------------------------------------------------------------------
 
 
-def ranks(*parts: dict[str, float]) -> StageWindow:
+def ranks(*parts: dict[str, float], epoch: int = 0) -> StageWindow:
     """A training epoch over ranks 0..n-1, each rank's account given in seconds of one second of wall."""
     accounts = [Account(WALL_S, {**p, "other": WALL_S - sum(p.values())}) for p in parts]
     per_rank = tuple(RankPart(i, WALL_S, 10, a.seconds("step") / 10, a) for i, a in enumerate(accounts))
-    return StageWindow("train", 0, Snapshot({}), WALL_S, Account.mean(accounts), ranks=per_rank)
+    return StageWindow("train", epoch, Snapshot({}), WALL_S, Account.mean(accounts), ranks=per_rank)
+
+
+EVEN = {"data_wait": 0.05, "step": 0.50}
+
+
+def slow_data(rank: int, seconds: float, *, epoch: int, n: int = 4) -> StageWindow:
+    """An epoch of ``n`` ranks in which ``rank`` waited ``seconds`` for its data, the others 50 ms."""
+    return ranks(*({**EVEN, "data_wait": seconds} if i == rank else EVEN for i in range(n)), epoch=epoch)
 
 
 def test_straggler_fires_on_the_rank_whose_data_wait_exceeds_the_others() -> None:
@@ -275,6 +328,38 @@ def test_straggler_fires_on_the_rank_whose_data_wait_exceeds_the_others() -> Non
 def test_straggler_is_silent_below_a_tenth_of_the_epoch() -> None:
     window = ranks(*[{"data_wait": 0.05, "step": 0.50}] * 2, {"data_wait": 0.149, "step": 0.50})
     assert judged("STRAGGLER", case(window)) == []
+
+
+def test_straggler_slowest_in_every_epoch_is_chronic() -> None:
+    epochs = [slow_data(1, 0.05 + extra, epoch=e) for e, extra in enumerate((0.16, 0.18, 0.20))]
+    v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))
+    assert (v.subject, v.share) == ("rank 1", pytest.approx(0.20))  # the last epoch's excess
+    assert "slowest in 3 of 3 epochs, +18% on average" in v.message
+    assert v.evidence["epochs_slowest"] == 3.0
+    assert v.evidence["epochs"] == 3.0
+    assert v.evidence["excess_fraction_mean"] == pytest.approx(0.18)
+    assert v.evidence["rank1_epochs_slowest"] == 3.0
+    assert "one-off" not in v.action
+
+
+def test_straggler_slow_in_one_epoch_is_a_one_off() -> None:
+    epochs = [slow_data(2, 0.05, epoch=0), slow_data(2, 0.35, epoch=1), slow_data(2, 0.05, epoch=2)]
+    v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))
+    assert v.subject == "rank 2"
+    assert "not in the last" in v.message
+    assert "slowest once in 3 epochs (+30%)" in v.message
+    assert v.share == pytest.approx(0.30 / 3)  # what it cost over the stage's epochs
+    assert "one-off" in v.action
+    assert "epoch 1" in v.action
+
+
+def test_straggler_lists_the_ranks_slowest_most_often() -> None:
+    plan = [(3, 0.30), (3, 0.30), (0, 0.40), (3, 0.25)]
+    epochs = [slow_data(r, s, epoch=e) for e, (r, s) in enumerate(plan)]
+    v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))
+    assert v.subject == "rank 3"
+    assert "slowest in 3 of 4 epochs" in v.message
+    assert (v.evidence["rank3_epochs_slowest"], v.evidence["rank0_epochs_slowest"]) == (3.0, 1.0)
 
 
 def test_straggler_says_nothing_on_one_rank(epoch: Callable[[str], Epoch]) -> None:
