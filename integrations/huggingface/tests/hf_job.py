@@ -81,16 +81,25 @@ class Clock(TrainerCallback):  # type: ignore[misc]
 
 
 def trainer(
-    output_dir: Path, *, sleep_s: float = 0.02, accumulate: int = 1, workers: int = 0, epochs: int = 2
+    output_dir: Path,
+    *,
+    sleep_s: float = 0.02,
+    accumulate: int = 1,
+    workers: int = 0,
+    epochs: int = 2,
+    samples: int = 64,
+    max_steps: int = -1,
+    **perf: Any,
 ) -> tuple[Trainer, Clock, PerfkitCallback]:
     collate = SlowCollate(sleep_s)
     clock = Clock(collate)
-    perf = PerfkitCallback(sample_resources=False)
+    callback = PerfkitCallback(sample_resources=False, **perf)
     args = TrainingArguments(
         output_dir=str(output_dir),
         per_device_train_batch_size=4,
         per_device_eval_batch_size=8,
         num_train_epochs=epochs,
+        max_steps=max_steps,
         gradient_accumulation_steps=accumulate,
         use_cpu=True,
         report_to=[],
@@ -103,12 +112,12 @@ def trainer(
     t = Trainer(
         model=model(),
         args=args,
-        train_dataset=dataset(64),
+        train_dataset=dataset(samples),
         eval_dataset=dataset(32),
         data_collator=collate,
-        callbacks=[clock, perf],
+        callbacks=[clock, callback],
     )
-    return t, clock, perf
+    return t, clock, callback
 
 
 if __name__ == "__main__":  # accelerate launch hf_job.py OUT: each rank's own clock in OUT/truth_rankN.json

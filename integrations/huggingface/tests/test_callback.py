@@ -60,6 +60,17 @@ def test_records_made_in_the_trainers_dataloader_workers_reach_the_run(tmp_path:
     assert fetch.count == 16  # one per batch, each made in a worker
 
 
+def test_a_run_on_max_steps_is_cut_into_interval_windows_as_a_script_is(tmp_path: Path) -> None:
+    """One pass on max_steps is step-based: after 10 warm-up steps, an interval every 20 steps,
+    logged through Trainer.log at the global step, as perfkit.window cuts a script's stream."""
+    t, _, _ = trainer(tmp_path, sleep_s=0.0, samples=256, max_steps=50, interval_steps=20)
+    t.train()
+    intervals = read_run(tmp_path / RUN_DIR_NAME).intervals
+    assert [x.steps for x in intervals] == [(10, 29), (30, 49)]
+    logged = [h for h in t.state.log_history if "perf/interval/train/steps" in h]
+    assert [h["perf/interval/train/steps"] for h in logged] == [20, 20]
+
+
 def test_predict_is_its_own_stage(tmp_path: Path) -> None:
     t, _, perf = trainer(tmp_path, sleep_s=0.0, epochs=1)
     t.predict(dataset(24))
