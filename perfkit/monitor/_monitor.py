@@ -30,6 +30,11 @@ Say = Callable[[str], None]
 """How an adapter logs a block: through ``logging``, clear of its progress bars, on rank 0."""
 
 
+STEADY = 0.05
+"""How much more of an epoch another verdict must explain to replace the last epoch's first one:
+two causes within five points swap places from epoch to epoch on noise alone."""
+
+
 class StageMonitor(StageListener):
     """Publishes each stage epoch's window of ``stages``; see the module docstring.
 
@@ -70,6 +75,7 @@ class StageMonitor(StageListener):
         """The last metrics of each stage (on every rank)."""
         self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
         self._train: StageWindow | None = None
+        self._tops: dict[str, tuple[str, str | None]] = {}  # each stage's last top verdict
         self._held: list[str] = []
         self._published = 0
         self._timelines: dict[str, Timeline] = {}
@@ -141,7 +147,15 @@ class StageMonitor(StageListener):
         history = tuple(self._history.get(window.stage, ()))
         case = Case(window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s)
         verdicts, _ = judge(case)
-        return verdicts[0] if verdicts else None
+        if not verdicts:
+            return None
+        top = verdicts[0]
+        kept = self._tops.get(window.stage)
+        same = next((v for v in verdicts if (v.kind, v.subject) == kept), None)
+        if same is not None and top.severity != "critical" and top.share - same.share < STEADY:
+            top = same  # within the noise of one epoch to the next: the answer does not flip
+        self._tops[window.stage] = (top.kind, top.subject)
+        return top
 
     def finish(self, writer: RunWriter | None, snapshot: Snapshot) -> Diagnosis | None:
         """The run ended: its snapshot and ``verdicts.json`` (of this job) in ``writer``'s run
