@@ -19,7 +19,7 @@ computing, no worker count is proposed: the workers would steal the model's core
     ...                 batch_cpu_s=0.0, loop_cpu_s=0.005, workers=0, cores=2)
     >>> p = propose_workers(f, share=0.75)
     >>> p.change["num_workers"], [round(g, 2) for g in p.gain]
-    (3, [0.63, 0.75])
+    (3, [0.7, 0.75])
 """
 
 from __future__ import annotations
