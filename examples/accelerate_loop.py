@@ -45,6 +45,7 @@ def main(out: str) -> None:
                 opt.zero_grad()
     if run is not None:
         run.finish(perfkit.snapshot())
+    accelerator.end_training()  # ends the process group: left to the exit, gloo can abort there
 
 
 if __name__ == "__main__":

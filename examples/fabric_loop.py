@@ -43,6 +43,8 @@ def main(out: str, devices: int) -> None:
                 opt.zero_grad()
     if run is not None:
         run.finish(perfkit.snapshot())
+    if torch.distributed.is_initialized():  # left to the interpreter's exit, gloo can abort there
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

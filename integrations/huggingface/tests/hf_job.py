@@ -127,3 +127,5 @@ if __name__ == "__main__":  # accelerate launch hf_job.py OUT: each rank's own c
     rank = t.args.process_index
     # a file per rank: two processes printing to one pipe can interleave their lines
     (out / f"truth_rank{rank}.json").write_text(json.dumps({"rank": rank, "epochs": clock.epochs}))
+    if torch.distributed.is_initialized():  # left to the interpreter's exit, gloo can abort there
+        torch.distributed.destroy_process_group()
