@@ -60,7 +60,7 @@ def diagnose_windows(
         case = Case(
             ws[-1],
             tuple(ws[:-1]),
-            train[-1] if train else None,
+            _reference(train, ws[-1]),
             cores or cores_for_workers(),
             walls[stage],
             run_wall,
@@ -92,6 +92,16 @@ def judge(case: Case, rules: Sequence[Rule[Case]] = RULES) -> tuple[list[Verdict
                 missing.append(outcome)
     budget = {p: case.fraction(p) for p in PARTS}
     return sorted(partition(found, budget), key=lambda v: (-_urgent(v), -v.share)), missing
+
+
+def _reference(train: list[StageWindow], window: StageWindow) -> StageWindow | None:
+    """The training epoch ``window`` is compared with: the last one ended before it began, as the
+    console judged it when it ended (Lightning validates inside a training epoch, before it ends),
+    so a ratio and what explains it read the same in the console and the summary."""
+    if window.stage == "train":
+        return train[-1] if train else None
+    ended = [t for t in train if t.snapshot.end_ns <= window.snapshot.start_ns]
+    return ended[-1] if ended else (train[-1] if train else None)
 
 
 def _urgent(v: Verdict) -> bool:
