@@ -36,11 +36,17 @@ def against_truth(record_property: Callable[[str, object], None]) -> Check:
     """Checks a verdict's share against the truth and keeps both, with the verdict, in the test's
     properties (``pytest --junitxml=FILE`` writes them: the table of scenarios comes from there)."""
 
+    return truth_check(record_property, TOLERANCE)
+
+
+def truth_check(record_property: Callable[[str, object], None], tolerance: float) -> Check:
+    """A verdict's share against the truth, within ``tolerance`` points, both kept as properties."""
+
     def check(verdict: Verdict, truth: float) -> None:
         record_property("verdict", f"{verdict.kind} ({verdict.stage}, {verdict.subject})")
         record_property("share", round(verdict.share, 3))
         record_property("truth", round(truth, 3))
-        assert verdict.share == pytest.approx(truth, abs=TOLERANCE)
+        assert verdict.share == pytest.approx(truth, abs=tolerance)
 
     return check
 

@@ -22,11 +22,11 @@ from lightning.pytorch.callbacks import Callback
 from perfkit_lightning import PerfMonitor
 
 import perfkit
-from perfkit.findings import Diagnosis, Verdict, diagnose, diagnose_windows
+from perfkit.findings import Diagnosis, diagnose, diagnose_windows
 from perfkit.run import read_run
 
 from .planted import TRUTH, Plan, Planted, Rows, fit, plant, truth_loader
-from .test_verdicts import Check, only_causes, run
+from .test_verdicts import Check, only_causes, run, truth_check
 from .test_verdicts_outside import within_each_epoch
 
 TOLERANCE = 0.05
@@ -36,13 +36,7 @@ TOLERANCE = 0.05
 def against_truth(record_property: Callable[[str, object], None]) -> Check:
     """As ``test_verdicts.against_truth``, within 5 points."""
 
-    def check(verdict: Verdict, truth: float) -> None:
-        record_property("verdict", f"{verdict.kind} ({verdict.stage}, {verdict.subject})")
-        record_property("share", round(verdict.share, 3))
-        record_property("truth", round(truth, 3))
-        assert verdict.share == pytest.approx(truth, abs=TOLERANCE)
-
-    return check
+    return truth_check(record_property, TOLERANCE)
 
 
 class SlowRows(Rows):

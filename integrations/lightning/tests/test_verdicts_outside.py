@@ -20,10 +20,10 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.precision import Precision
 
 import perfkit
-from perfkit.findings import Diagnosis, Verdict, diagnose_windows
+from perfkit.findings import Diagnosis, diagnose_windows
 
 from .planted import TRUTH, Plan, Planted, Rows, clock_in, plant, truth_loader
-from .test_verdicts import CAUSES, Check, only_causes, run, wait_truth
+from .test_verdicts import CAUSES, Check, only_causes, run, truth_check, wait_truth
 
 TOLERANCE = 0.05
 
@@ -32,13 +32,7 @@ TOLERANCE = 0.05
 def against_truth(record_property: Callable[[str, object], None]) -> Check:
     """As ``test_verdicts.against_truth``, within 5 points."""
 
-    def check(verdict: Verdict, truth: float) -> None:
-        record_property("verdict", f"{verdict.kind} ({verdict.stage}, {verdict.subject})")
-        record_property("share", round(verdict.share, 3))
-        record_property("truth", round(truth, 3))
-        assert verdict.share == pytest.approx(truth, abs=TOLERANCE)
-
-    return check
+    return truth_check(record_property, TOLERANCE)
 
 
 def within_each_epoch(d: Diagnosis) -> None:
