@@ -118,6 +118,7 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
         message += f", {share_of_batch:.0%} of it in {display_name(w.top_section.name)}"
         evidence["top_worker_section_fraction"] = share_of_batch
     needed = workers_needed(w.batch_s, loop_s) if loop_s else None
+    advice = Proposal()  # no change proposed unless the workers are short
     if needed is None:
         action = "make each batch cheaper to produce"
     elif needed <= w.count:
@@ -140,16 +141,15 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
             action = (
                 advice.said if advice.change else f"{advice.said}; make the per-batch work{section} cheaper"
             )
-        return case.verdict(
-            share,
-            message,
-            action,
-            subject=subject,
-            evidence=evidence,
-            change=dict(advice.change),
-            gain=advice.gain,
-        )
-    return case.verdict(share, message, action, subject=subject, evidence=evidence)
+    return case.verdict(
+        share,
+        message,
+        action,
+        subject=subject,
+        evidence=evidence,
+        change=dict(advice.change),
+        gain=advice.gain,
+    )
 
 
 def _advice(case: Case, loader: str, waiting_s: float, share: float, action: str) -> Proposal:
