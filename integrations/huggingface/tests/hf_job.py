@@ -7,6 +7,8 @@ its rank and its own clock's figures).
 
 from __future__ import annotations
 
+import faulthandler
+import gc
 import json
 import sys
 import time
@@ -121,11 +123,18 @@ def trainer(
 
 
 if __name__ == "__main__":  # accelerate launch hf_job.py OUT: each rank's own clock in OUT/truth_rankN.json
+    faulthandler.enable()
     out = Path(sys.argv[1])
     t, clock, perf = trainer(out, epochs=1)
     t.train()
     rank = t.args.process_index
     # a file per rank: two processes printing to one pipe can interleave their lines
     (out / f"truth_rank{rank}.json").write_text(json.dumps({"rank": rank, "epochs": clock.epochs}))
-    if torch.distributed.is_initialized():  # left to the interpreter's exit, gloo can abort there
+    # Left to the interpreter's exit, gloo can abort there ("terminate called without an active
+    # exception", once in CI): the ranks end together, then the DDP model (which holds the group)
+    # goes before the interpreter's teardown. faulthandler names the thread if it happens again.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+    del t, clock, perf
+    gc.collect()
