@@ -6,6 +6,7 @@ the others the timeout and is named."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -17,11 +18,15 @@ import pytest
 from perfkit.findings import diagnose
 from perfkit.run import read_run
 
-from .test_ddp_merge import free_port
-
 JOB = Path(__file__).resolve().parent / "sketch_merge_job.py"
 ROOT = Path(__file__).resolve().parents[2]
 WORLD = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def run_job(out: Path, mode: str) -> tuple[list[list[dict[str, object]]], float]:
