@@ -15,12 +15,15 @@ accelerate's loaders, WebDataset's WebLoader, torchdata.nodes pipelines, any ite
 and analyses their traces off the loop's thread. ``gather_ranks`` is the one collective per
 stage epoch that merges the ranks of a distributed job. ``autorun`` times every DataLoader
 iteration of the process with no code changed (what ``perfkit run`` starts).
+``time_gradient_sync`` times each rank's wait for DDP's gradient all-reduce, so a rank whose
+compute is slow is told from the ranks that wait for it (call it once on the DDP model).
 """
 
 from ._autorun import autorun
 from ._ddp import gather as gather_ranks
 from ._ddp import world_size
+from ._gradsync import time_gradient_sync
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
 
-__all__ = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "world_size"]
+__all__ = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "time_gradient_sync", "world_size"]
