@@ -104,7 +104,6 @@ def test_straggler_names_rank_3_its_compute_and_how_long_each_other_rank_waits(
         # each waits at least rank 3's planted time, and what its own clock saw its backward held
         # past its last gradient
         held = sum(clock["held"])
-        print(r, wait / steps, held / steps)
         assert wait / steps > 0.75 * PLANTED_S
         assert wait == pytest.approx(held, rel=0.1)
     # rank 3's excess compute is its forward's extra time, by its own clock
@@ -112,5 +111,31 @@ def test_straggler_names_rank_3_its_compute_and_how_long_each_other_rank_waits(
     extra = forwards[SLOW] - statistics.median(forwards[r] for r in range(WORLD) if r != SLOW)
     compute = {r: top.evidence[f"rank{r}_compute_s"] for r in range(WORLD)}
     excess = compute[SLOW] - statistics.median(compute[r] for r in range(WORLD) if r != SLOW)
-    print(excess, extra)
     assert excess == pytest.approx(extra, rel=0.25)
+
+
+def test_one_record_per_step_a_second_call_is_a_no_op_and_a_users_own_hook_is_refused(tmp_path: Path) -> None:
+    """In one process (a world of one over gloo): DDP takes a single communication hook."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import perfkit
+    import perfkit.torch
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        reg = perfkit.Registry()
+        model = DDP(torch.nn.Linear(4, 2))
+        assert perfkit.torch.time_gradient_sync(model, registry=reg) is True
+        assert perfkit.torch.time_gradient_sync(model, registry=reg) is False  # already timed: left alone
+        for _ in range(3):
+            model(torch.randn(8, 4)).sum().backward()
+        assert reg.snapshot()["dist.grad_wait"].count == 3
+        theirs = DDP(torch.nn.Linear(4, 2))
+        theirs.register_comm_hook(None, allreduce_hook)
+        with pytest.raises(RuntimeError):
+            perfkit.torch.time_gradient_sync(theirs, registry=reg)
+    finally:
+        dist.destroy_process_group()
