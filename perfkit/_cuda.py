@@ -58,3 +58,11 @@ def wrap_cuda_function(fn: Callable[..., R], name: str, registry: Registry | Non
         return result
 
     return timed_cuda_call
+
+
+def record_gpu_span(reg: Registry, name: str, t0: int, start: Any, end: Any) -> None:
+    """One record of ``name`` from host time ``t0`` lasting the GPU time between two CUDA events
+    already recorded (``start``, ``end``): resolved at a later drain, as a ``cuda=True`` section's,
+    so the host never waits for the GPU here."""
+    cell = get_cell(None) or new_cell()
+    reg._gpu.add(NODES.child(cell[0], name), t0, start, end, False)

@@ -24,6 +24,9 @@ Records of a stage epoch:
                             runs (the Hugging Face Trainer: one per gradient-accumulation cycle)
 ``NAME.gpu``                the GPU time of a ``cuda=True`` section or ``@timed`` function
 ``dist.wait``               a ``torch.distributed`` collective called from Python (``perfkit run``)
+``dist.grad_wait``          one per DDP step: how long the rank waited for its gradient all-reduce
+                            past its own backward (``perfkit.torch.time_gradient_sync``); inside
+                            ``STAGE.step``, and the account's overlay ``sync_wait``
 ==========================  ===========================================================
 
 A *part* is a piece of a step's (or a stage epoch's) time. Two splits use one set of names:
@@ -37,7 +40,10 @@ a trace         ``data_wait``, ``forward``, ``backward``, ``optimizer``, ``other
 ==============  ========================================================================
 
 ``forward``, ``backward`` and ``optimizer`` are the pieces of ``step`` that a trace can see;
-``other`` is, in both, the time nothing measured covers.
+``other`` is, in both, the time nothing measured covers. An *overlay* is a measured piece of one
+account part, not a part of its own (the parts still add up to the wall time): ``sync_wait`` is
+the seconds of ``step`` spent waiting for the other ranks in DDP's gradient all-reduce, so
+``step`` less ``sync_wait`` is the rank's own compute (``ACCOUNT_OVERLAYS``).
 
 >>> step_series("val"), wait_series("val"), fetch_series("train")
 ('val.step', 'val.data.wait', 'train.data.fetch')
@@ -82,6 +88,11 @@ RUN_DIR_ENV = "PERFKIT_RUN_DIR"
 
 DIST_WAIT = "dist.wait"
 """Time in a ``torch.distributed`` collective called from Python (``perfkit run`` times them)."""
+
+GRAD_WAIT = "dist.grad_wait"
+"""Each DDP step's wait for its gradient all-reduce past the rank's own backward: from the launch of
+its last bucket to the completion of all of them (``perfkit.torch.time_gradient_sync``). Free of any
+stage: it lands in the stage epoch whose window is open (training), inside its steps."""
 
 
 def stage_label(stage: str) -> str:
@@ -245,7 +256,7 @@ def is_stage_series(name: str) -> bool:
     >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
     [True, True, False]
     """
-    if name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP, OPTIMIZER_STEP)):
+    if name == GRAD_WAIT or name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP, OPTIMIZER_STEP)):
         return True
     return any(name.startswith(stage + kind) for stage in STAGES for kind in HOOK_KINDS.values())
 
@@ -264,6 +275,13 @@ LOADER_SETUP_PART = "loader_setup"
 
 ACCOUNT_PARTS = (DATA_WAIT, STEP_PART, CALLBACKS, MODULE_HOOKS, LOGGERS, LOADER_SETUP_PART, OTHER)
 """The parts of a stage epoch's account, in the order a report stacks them."""
+
+SYNC_WAIT = "sync_wait"
+COMPUTE = "compute"  # not a part: ``step`` less its ``sync_wait``, where that was measured
+
+ACCOUNT_OVERLAYS = {SYNC_WAIT: STEP_PART}
+"""The account's overlays (measured pieces inside one part, not adding to the wall time), each with
+the part it lies inside: a fixed set, so a per-rank row of parts and overlays has a fixed length."""
 
 HOOK_KINDS = {CALLBACKS: HOOK, CHECKPOINT: CHECKPOINT_HOOK, MODULE_HOOKS: MODULE_HOOK, LOGGERS: LOGGER}
 """The series infix of each kind of hook time, by the account subject it goes to (a checkpoint

@@ -1,10 +1,14 @@
 """STRAGGLER: the rank the others wait for, judged over every epoch of its stage.
 
 Under DDP the fast ranks wait for the slow one inside the gradient all-reduce, so their step
-times converge: a slow rank shows in its data wait (compared first) and, where there are no
-collectives, in its steps. Each epoch has at most one straggler; over the stage's epochs a rank
-is *chronic* (slowest in most of them: its shard, its machine) or a *one-off* (slow once: something
-else ran there), and the verdict says which, with the ranks slowest most often in its evidence.
+times converge: a slow rank shows in its data wait (compared first) and, where each rank's wait in
+the all-reduce was measured (``sync_wait``: ``perfkit.torch.time_gradient_sync``), in its
+*compute* (its steps less that wait), which names a rank whose forward is slow while every rank's
+step is as long; the others' waits say how long they waited for it. Without that measure, and
+where there are no collectives (validation), steps are compared as they are. Each epoch has at
+most one straggler; over the stage's epochs a rank is *chronic* (slowest in most of them: its
+shard, its machine) or a *one-off* (slow once: something else ran there), and the verdict says
+which, with the ranks slowest most often in its evidence.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from dataclasses import dataclass
 
 from .._rule import Outcome
 from .._units import format_seconds
-from ..names import stage_label
-from ..stages import StageWindow
+from ..names import COMPUTE, DATA_WAIT, STEP_PART, SYNC_WAIT, stage_label
+from ..stages import RankPart, StageWindow
 from ._case import Case
 
 
@@ -31,10 +35,28 @@ class _Straggler:
 
     epoch: int
     rank: int
-    part: str  # the account part it was slow in
-    excess_s: float  # its seconds of that part beyond the other ranks' median
+    part: str  # what it was slow in: ``data_wait``, ``compute`` (step less sync wait) or ``step``
+    excess_s: float  # its seconds of that beyond the other ranks' median
     share: float  # excess_s against its own wall
-    spent: tuple[float, ...]  # every rank's seconds of that part, in rank order
+    spent: tuple[float, ...]  # every rank's seconds of that, in rank order
+    waits: tuple[float, ...] | None  # every rank's sync wait, in rank order (None: not measured)
+    steps: tuple[int, ...]  # every rank's steps, in rank order
+
+    @property
+    def account_part(self) -> str:
+        """The account part whose seconds the verdict claims (compute is a piece of ``step``)."""
+        return STEP_PART if self.part == COMPUTE else self.part
+
+
+def _spent(ranks: tuple[RankPart, ...], waits: list[float] | None) -> list[tuple[str, list[float]]]:
+    """What is compared, in order, and every rank's seconds of it."""
+    steps = [r.account.seconds(STEP_PART) for r in ranks]
+    return [
+        (DATA_WAIT, [r.account.seconds(DATA_WAIT) for r in ranks]),
+        (STEP_PART, steps)
+        if waits is None
+        else (COMPUTE, [max(0.0, s - w) for s, w in zip(steps, waits, strict=True)]),
+    ]
 
 
 def _straggler_of(window: StageWindow) -> _Straggler | None:
@@ -42,19 +64,66 @@ def _straggler_of(window: StageWindow) -> _Straggler | None:
     ranks = window.ranks
     if len(ranks) < 2:
         return None
+    measured = [r.account.overlays.get(SYNC_WAIT) for r in ranks]
+    waits = None if any(w is None for w in measured) else [w or 0.0 for w in measured]
     # A rank slow to get its data makes the others wait for it inside their collectives, which
-    # are inside their steps: so data wait is compared first, and a longer step only counts when
-    # no rank's data explains it (in validation, where there are no collectives, steps differ).
-    for part in ("data_wait", "step"):
-        spent = [r.account.seconds(part) for r in ranks]
+    # are inside their steps: so data wait is compared first, and a longer step (or compute, where
+    # the waits were measured) only counts when no rank's data explains it (in validation, where
+    # there are no collectives, steps differ).
+    for part, spent in _spent(ranks, waits):
         culprit = max(range(len(ranks)), key=spent.__getitem__)
         others = sorted(spent[i] for i in range(len(ranks)) if i != culprit)
         excess = spent[culprit] - others[len(others) // 2]
         wall = ranks[culprit].wall_s
         share = excess / wall if wall > 0 else 0.0
         if share >= STRAGGLER_MIN:
-            return _Straggler(window.epoch, ranks[culprit].rank, part, excess, share, tuple(spent))
+            return _Straggler(
+                window.epoch,
+                ranks[culprit].rank,
+                part,
+                excess,
+                share,
+                tuple(spent),
+                None if waits is None else tuple(waits),
+                tuple(r.steps for r in ranks),
+            )
     return None
+
+
+_WHAT = {
+    DATA_WAIT: "data loading",
+    COMPUTE: "compute (its steps, its wait for the others taken out)",
+    STEP_PART: "steps",
+}
+_FIX = {
+    DATA_WAIT: "its data shard, its files, its device",
+    COMPUTE: "its device, its batches' sizes, what else runs on its machine",
+    STEP_PART: "its data shard, its files, its device",
+}
+LISTED_RANKS = 8
+"""Ranks named one by one in a verdict's words; beyond, they are counted."""
+
+
+def _waiting(s: _Straggler, ranks: tuple[RankPart, ...]) -> str:
+    """Who waits for the straggler, and how long where their waits in the all-reduce were measured."""
+    victims = [(i, r.rank) for i, r in enumerate(ranks) if r.rank != s.rank]
+    if len(victims) == 1:
+        who = f"rank {victims[0][1]} waits"
+    elif len(victims) <= LISTED_RANKS:
+        who = f"ranks {', '.join(str(r) for _, r in victims)} wait"
+    else:
+        who = f"the other {len(victims)} ranks wait"
+    if s.waits is None:
+        return f"{who} for it"
+    waits = sorted(s.waits[i] for i, _ in victims)
+    per_step = sorted(s.waits[i] / s.steps[i] for i, _ in victims if s.steps[i])
+    median = waits[len(waits) // 2]
+    step = f", {_ms(per_step[len(per_step) // 2])} a step" if per_step else ""
+    own = s.waits[next(i for i, r in enumerate(ranks) if r.rank == s.rank)]
+    return (
+        f"{who} for it in the gradient all-reduce: {_ms(median)} each in the epoch{step} "
+        f"(median; rank {s.rank} itself waits {_ms(own)})"
+    )
 
 
 STRAGGLER_TOP = 3
@@ -79,14 +148,13 @@ def straggler(case: Case) -> Outcome:
     n, k = len(epochs), len(mine)
     mean = sum(f.share for f in mine) / k
     shown = last or mine[-1]
-    what = "data loading" if shown.part == "data_wait" else "steps"
+    what = _WHAT[shown.part]
     label = stage_label(case.stage)
     if last is not None:
-        victims = [str(r.rank) for r in case.window.ranks if r.rank != rank]
-        waiting = f"rank {victims[0]} waits" if len(victims) == 1 else f"ranks {', '.join(victims)} wait"
+        not_data = ", not its data" if last.part == COMPUTE else ""
         message = (
             f"rank {rank} is the straggler of {label}: its {what} took {_ms(last.excess_s)} more than the "
-            f"other ranks' in the epoch, and {waiting} for it"
+            f"other ranks' in the epoch{not_data}, and {_waiting(last, case.window.ranks)}"
         )
         share = last.share
     else:  # not in the last epoch: what it cost over the stage's epochs
@@ -101,17 +169,29 @@ def straggler(case: Case) -> Outcome:
             if k > 1
             else (f"; slowest once in {n} epochs (+{mean:.0%})")
         )
+    noun = "compute" if shown.part == COMPUTE else what
     if k > 1 and k * 2 > n:
-        action = f"make rank {rank}'s {what} as fast as the others' (its data shard, its files, its device)"
+        action = f"make rank {rank}'s {noun} as fast as the others' ({_FIX[shown.part]})"
     elif n > 1:
         action = (
             f"a one-off on rank {rank}: look at what else ran on its machine in epoch {shown.epoch} "
             "(a checkpoint, another job) before changing its data or device"
         )
     else:
-        action = f"make rank {rank}'s {what} as fast as the others' (its data shard, its files, its device)"
-    evidence = {f"rank{i}_{shown.part}_s": s for i, s in enumerate(shown.spent)} if last else {}
+        action = f"make rank {rank}'s {noun} as fast as the others' ({_FIX[shown.part]})"
+    evidence = (
+        {f"rank{r.rank}_{shown.part}_s": s for r, s in zip(case.window.ranks, shown.spent, strict=True)}
+        if last
+        else {}
+    )
+    if last is not None and last.waits is not None:
+        evidence |= {
+            f"rank{r.rank}_{SYNC_WAIT}_s": w for r, w in zip(case.window.ranks, last.waits, strict=True)
+        }
     evidence |= {"epochs": float(n), "epochs_slowest": float(k), "excess_fraction_mean": mean}
     top = sorted(tally, key=lambda r: (-len(tally[r]), -sum(f.share for f in tally[r])))[:STRAGGLER_TOP]
     evidence |= {f"rank{r}_epochs_slowest": float(len(tally[r])) for r in top}
-    return case.verdict(share, message, action, subject=f"rank {rank}", evidence=evidence, part=shown.part)
+    # compute is a piece of the account's ``step``: the verdict claims step seconds (``partition``)
+    return case.verdict(
+        share, message, action, subject=f"rank {rank}", evidence=evidence, part=shown.account_part
+    )

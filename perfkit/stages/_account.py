@@ -2,7 +2,8 @@
 
 ================  ====================================================================
 ``data_wait``     waiting for the loader: ``iter()`` (worker start-up) and every ``next()``
-``step``          the step's own compute (other components' hooks inside it taken out)
+``step``          the step (other components' hooks inside it taken out; under DDP, with the
+                  rank's wait for the others: the overlay ``sync_wait``)
 ``callbacks``     other components' hooks during the stage (Lightning callbacks), by owner
 ``module_hooks``  the model's own hooks run outside a step (a LightningModule's), by hook
 ``loggers``       the loggers' methods (``log_metrics``, ``save``), by logger and method
@@ -11,9 +12,22 @@
 ================  ====================================================================
 
 ``other`` is what is left, shown and never hidden; its subjects say when in the epoch it
-happened (``residual_zones``). Where measured parts overlap (a step
-that pulls its own batches from the loader), they can add up to more than the wall time:
-``other`` is then 0 and ``overlap_s`` says by how much.
+happened (``residual_zones``). Where measured parts overlap (a step that pulls its own batches
+from the loader), they can add up to more than the wall time: ``other`` is then 0 and
+``overlap_s`` says by how much.
+
+An *overlay* is a measured piece of one part, not a part of its own (the parts still add up to
+the wall time):
+
+================  ====================================================================
+``sync_wait``     inside ``step``: the rank's wait for DDP's gradient all-reduce past its own
+                  backward (``dist.grad_wait``, ``perfkit.torch.time_gradient_sync``)
+================  ====================================================================
+
+An overlay rather than a part carved out of ``step``: a waiting rank is still in its step (the
+step time every other rule and report reads stays the truth of its loop), and a run without DDP
+keeps the account it always had. ``step`` less ``sync_wait`` is the rank's own compute
+(``Account.compute_s``): what tells a slow rank from the ranks that wait for it.
 
 >>> import perfkit
 >>> reg = perfkit.Registry()
@@ -36,13 +50,17 @@ import numpy as np
 
 from .._snapshot import Snapshot
 from ..names import (
+    ACCOUNT_OVERLAYS,
     ACCOUNT_PARTS,
     CALLBACKS,
     CHECKPOINT,
+    GRAD_WAIT,
     HOOK_KINDS,
     LOADER_SETUP,
     LOGGERS,
     MODULE_HOOKS,
+    STEP_PART,
+    SYNC_WAIT,
     fetch_series,
     iter_series,
     stage_loaders,
@@ -73,6 +91,10 @@ class Account:
     time: its ``data_wait`` (with that part's subjects, ``stalled_on`` and ``wait_sections``),
     the ``step`` of its batches, its ``dataset`` (the class name, where known). The stage's
     parts are their sums. Empty for a stage with one loader.
+
+    ``overlays``: seconds measured inside one part (``perfkit.names.ACCOUNT_OVERLAYS``), not adding to
+    the wall time: ``sync_wait``, the part of ``step`` spent waiting for the other ranks in DDP's
+    gradient all-reduce. Absent where it was not measured (not the same as 0: no wait).
     """
 
     wall_s: float
@@ -82,6 +104,7 @@ class Account:
     first_batch_extra_s: float | None = None
     loaders: Mapping[str, Account] = field(default_factory=dict)
     dataset: str | None = None
+    overlays: Mapping[str, float] = field(default_factory=dict)
 
     def seconds(self, part: str) -> float:
         """Seconds of ``part`` (0 for a part with nothing measured)."""
@@ -90,6 +113,15 @@ class Account:
     def fraction(self, part: str) -> float:
         """Share of the wall time spent in ``part`` (0 for an empty window)."""
         return self.seconds(part) / self.wall_s if self.wall_s > 0 else 0.0
+
+    def compute_s(self) -> float | None:
+        """The step's own compute: ``step`` less its ``sync_wait`` (None where the wait was not measured).
+
+        >>> Account(1.0, {"step": 0.8}, overlays={"sync_wait": 0.3}).compute_s()
+        0.5
+        """
+        wait = self.overlays.get(SYNC_WAIT)
+        return None if wait is None else max(0.0, self.seconds(STEP_PART) - wait)
 
     @staticmethod
     def empty(wall_s: float) -> Account:
@@ -122,6 +154,12 @@ class Account:
                 for name in dict.fromkeys(name for a in items for name in a.loaders)
             },
             dataset=next((a.dataset for a in items if a.dataset), None),
+            # a mean only where every rank measured it: a rank without the figure is not a rank at 0
+            overlays={
+                k: sum(a.overlays[k] for a in items) / n
+                for k in ACCOUNT_OVERLAYS
+                if items and all(k in a.overlays for a in items)
+            },
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,6 +174,8 @@ class Account:
             out["loaders"] = {name: a.to_dict() for name, a in self.loaders.items()}
         if self.dataset is not None:
             out["dataset"] = self.dataset
+        if self.overlays:
+            out["overlays"] = dict(self.overlays)
         return out
 
     @classmethod
@@ -153,6 +193,7 @@ class Account:
             ),
             loaders={str(k): cls.from_dict(v) for k, v in dict(data.get("loaders") or {}).items()},
             dataset=data["dataset"] if isinstance(data.get("dataset"), str) else None,
+            overlays={str(k): float(v) for k, v in dict(data.get("overlays") or {}).items()},
         )
 
 
@@ -209,6 +250,11 @@ def stage_account(
         overlap_s=max(0.0, named - wall_s),
         first_batch_extra_s=sum(a.first_batch_extra_s or 0.0 for a in own.values()),
         loaders=loaders,
+        # the wait is inside the steps: never more than they took (a record of a step cut off at
+        # the window's edge)
+        overlays={SYNC_WAIT: min(_total(snapshot, GRAD_WAIT), parts["step"])}
+        if GRAD_WAIT in snapshot
+        else {},
     )
 
 

@@ -15,6 +15,7 @@ from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
 from ..names import (
+    ACCOUNT_OVERLAYS,
     CALLBACKS,
     CHECKPOINT,
     LOGGERS,
@@ -120,6 +121,10 @@ def _account(window: StageWindow, p: str) -> dict[str, float]:
     for part in PARTS:
         out[f"{p}/time/{part}_s"] = a.seconds(part)
         out[f"{p}/time/{part}_fraction"] = a.fraction(part)
+    for name, seconds in a.overlays.items():  # inside a part: ``perf/train/time/step/sync_wait_s``
+        part = ACCOUNT_OVERLAYS.get(name, "overlay")
+        out[metric_key(p, "time", part, f"{name}_s")] = seconds
+        out[metric_key(p, "time", part, f"{name}_fraction")] = seconds / a.wall_s if a.wall_s > 0 else 0.0
     for subject, word in _SUBJECT_KEYS.items():  # a checkpoint callback is a callback in the keys too
         for name, seconds in a.subjects.get(subject, {}).items():
             out[metric_key(p, "time", word, f"{name}_s")] = seconds

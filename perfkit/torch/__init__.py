@@ -16,14 +16,25 @@ and analyses their traces off the loop's thread. ``gather_ranks`` merges the ran
 distributed job once per stage epoch, bounded in time and bytes (``TorchRanks(timeout_s=...)``
 for another timeout than its 300 s). ``autorun`` times every DataLoader
 iteration of the process with no code changed (what ``perfkit run`` starts).
+``time_gradient_sync`` times each rank's wait for DDP's gradient all-reduce, so a rank whose
+compute is slow is told from the ranks that wait for it (call it once on the DDP model).
 """
 
 from ._autorun import autorun
 from ._ddp import TorchRanks, world_size
+from ._gradsync import time_gradient_sync
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
 
 gather_ranks = TorchRanks()
 """The merge of a distributed job's ranks (a ``perfkit.stages.Ranks`` transport; see ``TorchRanks``)."""
 
-__all__ = ["ProfilerWindows", "TorchRanks", "autorun", "gather_ranks", "instrument", "world_size"]
+__all__ = [
+    "ProfilerWindows",
+    "TorchRanks",
+    "autorun",
+    "gather_ranks",
+    "instrument",
+    "time_gradient_sync",
+    "world_size",
+]

@@ -5,8 +5,9 @@
 process, before the user's script imports them. Each call is one ``dist.wait`` record: on a
 rank that arrives first, most of it is waiting for the others. No synchronisation is added.
 
-Out of reach: DDP's gradient all-reduce (run by its C++ reducer inside ``backward``, where
-the fast ranks' wait for the slow one ends up in the step), a collective launched with
+Out of reach here: DDP's gradient all-reduce (run by its C++ reducer inside ``backward``, where
+the fast ranks' wait for the slow one ends up in the step: ``time_gradient_sync`` times it with a
+communication hook, as ``dist.grad_wait``), a collective launched with
 ``async_op=True`` (the call returns at once; the wait is in ``work.wait()``), and a function
 imported by name before torch finished importing.
 """

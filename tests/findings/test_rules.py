@@ -362,6 +362,57 @@ def test_straggler_lists_the_ranks_slowest_most_often() -> None:
     assert (v.evidence["rank3_epochs_slowest"], v.evidence["rank0_epochs_slowest"]) == (3.0, 1.0)
 
 
+def synced(*parts: tuple[float, float], data_wait: float = 0.05, epoch: int = 0) -> StageWindow:
+    """An epoch of DDP ranks whose steps are all 0.5 s: each rank's (compute, sync wait) given."""
+    window = ranks(*({"data_wait": data_wait, "step": c + w} for c, w in parts), epoch=epoch)
+    per_rank = tuple(
+        replace(r, account=replace(r.account, overlays={"sync_wait": w}))
+        for r, (_, w) in zip(window.ranks, parts, strict=True)
+    )
+    return replace(window, ranks=per_rank)
+
+
+COMPUTE_STRAGGLER = ((0.20, 0.30), (0.21, 0.29), (0.19, 0.31), (0.49, 0.01))
+"""Rank 3 computes 0.29 s longer; the others wait about as long for it; every step is 0.5 s."""
+
+
+def test_straggler_names_the_rank_whose_compute_the_others_wait_for_though_every_step_is_as_long() -> None:
+    v = fires("STRAGGLER", case(synced(*COMPUTE_STRAGGLER)))
+    assert (v.subject, v.part) == ("rank 3", "step")  # compute is a piece of the account's step
+    assert v.share == pytest.approx(0.49 - 0.20)  # its compute beyond the others' median
+    assert "its compute" in v.message
+    assert "not its data" in v.message
+    assert "ranks 0, 1, 2 wait for it in the gradient all-reduce: 300.00 ms each in the epoch" in v.message
+    assert "30.00 ms a step" in v.message  # ten steps
+    assert (v.evidence["rank3_compute_s"], v.evidence["rank0_sync_wait_s"]) == (pytest.approx(0.49), 0.30)
+
+
+def test_without_measured_waits_ranks_with_equal_steps_have_no_straggler() -> None:
+    """What the hook fixes: the same epoch, its sync waits not measured, names no one."""
+    window = ranks(*({"data_wait": 0.05, "step": c + w} for c, w in COMPUTE_STRAGGLER))
+    assert judged("STRAGGLER", case(window)) == []
+
+
+def test_a_rank_slow_to_get_its_data_is_named_for_its_data_even_where_waits_are_measured() -> None:
+    """A rank slow to get data makes the others wait in the all-reduce too: data is compared first."""
+    window = synced((0.20, 0.30), (0.20, 0.30), (0.20, 0.0))
+    slow = replace(
+        window.ranks[2],
+        account=replace(window.ranks[2].account, parts={**window.ranks[2].account.parts, "data_wait": 0.35}),
+    )
+    v = fires("STRAGGLER", case(replace(window, ranks=(*window.ranks[:2], slow))))
+    assert (v.subject, v.part) == ("rank 2", "data_wait")
+    assert "its data loading" in v.message
+    assert "ranks 0, 1 wait for it in the gradient all-reduce" in v.message
+
+
+def test_a_compute_straggler_in_every_epoch_is_chronic() -> None:
+    epochs = [synced(*COMPUTE_STRAGGLER, epoch=e) for e in range(3)]
+    v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))
+    assert "slowest in 3 of 3 epochs" in v.message
+    assert "make rank 3's compute as fast as the others'" in v.action
+
+
 def test_straggler_says_nothing_on_one_rank(epoch: Callable[[str], Epoch]) -> None:
     """It cannot abstain: a single process has no other rank to wait for it, so there is nothing to
     judge, not an input missing."""

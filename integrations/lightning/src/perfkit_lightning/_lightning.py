@@ -19,6 +19,8 @@ leaves the stage alone rather than report wrong numbers.
   ``[Strategy]...validation_step``) whatever order the callbacks are in.
 * ``trainer.loggers`` (public): each logger's ``log_metrics``, ``save`` and ``finalize`` are
   wrapped per instance (Lightning's profiler does not see them), so a slow logger is named.
+* ``trainer.strategy.model`` (public): under a DDP strategy, the ``DistributedDataParallel``
+  wrapper from ``on_fit_start`` on; its gradient all-reduce is timed (``time_gradient_sync``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 from lightning.pytorch import Callback, Trainer
+
+import perfkit
+
+from ._console import warn
 
 Undo = Callable[[], None]
 
@@ -136,3 +142,26 @@ def logger_methods(trainer: Trainer) -> list[tuple[Any, str, str]]:
         label = name if seen[name] == 1 else f"{name}#{seen[name]}"
         out += [(logger, m, f"{label}.{m}") for m in LOGGER_METHODS if callable(getattr(logger, m, None))]
     return out
+
+
+def time_gradient_sync(trainer: Trainer, registry: perfkit.Registry) -> bool:
+    """Time each rank's wait for the gradient all-reduce of the strategy's DDP model; False where
+    the model is not one, or has a communication hook of its own (kept: DDP takes one, and a
+    user's PowerSGD or compression hook matters more than perfkit's clock, which says so)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    import perfkit.torch
+
+    model = getattr(trainer.strategy, "model", None)
+    if not isinstance(model, DistributedDataParallel):
+        return False
+    try:
+        return perfkit.torch.time_gradient_sync(model, registry=registry)
+    except RuntimeError as e:  # DDP: "register_comm_hook ... can only be called once"
+        if trainer.is_global_zero:
+            warn(
+                "perfkit: the DDP model already has a communication hook, kept as it is; each rank's "
+                "wait for the gradient all-reduce is not timed, so a rank with slow compute is not told "
+                f"from the ranks that wait for it (PerfMonitor(time_gradient_sync=False) says nothing): {e}"
+            )
+        return False

@@ -28,7 +28,7 @@ from ._attach import attach_report
 from ._base import PerfkitCallback, stages_or_phases
 from ._console import say
 from ._driver import Driver
-from ._lightning import log_step
+from ._lightning import log_step, time_gradient_sync
 
 BatchSizeFn = Callable[[Any], int]
 
@@ -53,6 +53,10 @@ class PerfMonitor(PerfkitCallback):
     step-based fit (``max_steps`` ending inside the first epoch, a loader without a length) or an
     epoch still running after three minutes, every minute unless a length is given; True every
     epoch; False never.
+    Under DDP, ``time_gradient_sync`` times each rank's wait for the gradient all-reduce
+    (``perfkit.torch.time_gradient_sync``, registered on the strategy's DDP model as the fit
+    starts), so STRAGGLER tells a rank whose compute is slow from the ranks waiting for it; where
+    the model already has a communication hook of its own, that hook is kept and perfkit says so.
     ``phases`` is the deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release).
 
     >>> from perfkit_lightning import PerfMonitor
@@ -81,6 +85,7 @@ class PerfMonitor(PerfkitCallback):
         interval_steps: int | None = None,
         interval_s: float | None = None,
         warmup_steps: int = 10,
+        time_gradient_sync: bool = True,
         phases: Iterable[str] | None = None,
     ) -> None:
         stages, argument = stages_or_phases("PerfMonitor", stages, phases)
@@ -112,6 +117,7 @@ class PerfMonitor(PerfkitCallback):
         self.attach_report = bool(attach_report)
         self.intervals = intervals_from(intervals, interval_steps, interval_s, warmup_steps)
         """When epochs are cut into interval windows (None: never)."""
+        self.time_gradient_sync = bool(time_gradient_sync)
         self._monitor: StageMonitor | None = None
         self._last_metrics: dict[str, dict[str, float]] = {}
 
@@ -153,6 +159,11 @@ class PerfMonitor(PerfkitCallback):
             interval_step_of=lambda stage: log_step(trainer, stage, interval=True),
             is_open=driver.recorder.is_open,
         )
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # the strategy has wrapped the model by now, and no backward has run yet
+        if self._driver is not None and self.time_gradient_sync:
+            time_gradient_sync(trainer, self._driver.registry)
 
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
         monitor = self._monitor
