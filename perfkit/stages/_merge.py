@@ -16,9 +16,9 @@ timeout and never the fit:
    * above, fixed-size vectors: per series its count, total, errors, spread and a quantile
      sketch (``perfkit._sketch``: 1% relative error), summed over ranks with ``all_reduce``;
      min and max with one ``all_reduce(MIN)``; one row of floats per rank (``all_gather``: wall,
-     steps, samples, the account's parts); and the whole account and slowest steps of the
-     ``TOP_K`` slowest ranks only (a ``broadcast`` each). Bytes a rank sends do not grow with the
-     number of ranks but for the rows.
+     steps, samples, the account's parts and overlays: a rank's gradient-sync wait); and the
+     whole account and slowest steps of the ``TOP_K`` slowest ranks only (a ``broadcast``
+     each). Bytes a rank sends do not grow with the number of ranks but for the rows.
 
 Where a round times out, the window is this rank's alone, ``missing`` names the ranks that had
 not reached the merge (from the process group's store), and the merge stays off for the rest of
@@ -43,7 +43,7 @@ import numpy.typing as npt
 from .._sketch import BUCKETS, Sketch
 from .._snapshot import NodeTotals, Snapshot
 from .._stats import SeriesData
-from ..names import ACCOUNT_PARTS, DATA_WAIT, STEP_PART
+from ..names import ACCOUNT_OVERLAYS, ACCOUNT_PARTS, DATA_WAIT, STEP_PART
 from ._account import Account
 from ._window import SlowStep
 
@@ -184,7 +184,7 @@ def _slowest(agreed: I64) -> list[int]:
 
 
 _PER_SERIES = 3 + BUCKETS  # count, total_ns, errors, then the sketch's counts
-_ROW = ("wall_s", "samples", "steps", "step_mean_s", "overlap_s", *ACCOUNT_PARTS)
+_ROW = ("wall_s", "samples", "steps", "step_mean_s", "overlap_s", *ACCOUNT_PARTS, *ACCOUNT_OVERLAYS)
 
 
 def _pack(mine: RankResult, keys: Sequence[str]) -> tuple[I64, I64, F64, F64]:
@@ -216,6 +216,7 @@ def _pack(mine: RankResult, keys: Sequence[str]) -> tuple[I64, I64, F64, F64]:
             mine.step_mean_s,
             a.overlap_s,
             *(a.seconds(p) for p in ACCOUNT_PARTS),
+            *(a.overlays.get(o, math.nan) for o in ACCOUNT_OVERLAYS),  # NaN: not measured
         ],
         dtype=np.float64,
     )
@@ -235,9 +236,12 @@ def _sketch_of(d: SeriesData) -> Sketch:
 
 
 def _from_row(rank: int, row: F64) -> RankResult:
-    """A rank known by its row alone: its account's parts, not their subjects."""
+    """A rank known by its row alone: its account's parts and overlays, not their subjects."""
     v = dict(zip(_ROW, row.tolist(), strict=True))
-    account = Account(v["wall_s"], {p: v[p] for p in ACCOUNT_PARTS}, overlap_s=v["overlap_s"])
+    overlays = {o: v[o] for o in ACCOUNT_OVERLAYS if not math.isnan(v[o])}
+    account = Account(
+        v["wall_s"], {p: v[p] for p in ACCOUNT_PARTS}, overlap_s=v["overlap_s"], overlays=overlays
+    )
     samples = None if math.isnan(v["samples"]) else int(v["samples"])
     return RankResult(rank, None, v["wall_s"], samples, (), account, int(v["steps"]), v["step_mean_s"])
 
