@@ -114,4 +114,5 @@ def test_under_accelerate_launch_two_processes_are_merged_and_each_rank_is_right
         ((wall_s, collate_s),) = mine["epochs"]
         account = merged[rank].account
         assert account.seconds("data_wait") / account.wall_s == pytest.approx(collate_s / wall_s, abs=0.05)
+        assert 0 <= account.overlays["sync_wait"] < account.seconds("step")  # DDP's all-reduce, timed
     assert line.metric("steps") == 16  # 8 micro-batches on each of the two ranks

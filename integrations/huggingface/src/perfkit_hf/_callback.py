@@ -80,6 +80,9 @@ class PerfkitCallback(TrainerCallback):
     ``intervals``, ``interval_steps``, ``interval_s``, ``warmup_steps``: a long epoch's interval
     windows, as on ``perfkit_lightning.PerfMonitor`` (by default on for a run of ``max_steps`` in
     one pass, or an epoch still running after three minutes; steps are micro-batches).
+    ``time_gradient_sync``: under DDP, time each rank's wait for the gradient all-reduce
+    (``perfkit.torch.time_gradient_sync``), so STRAGGLER tells a rank's slow compute from the
+    ranks that wait for it.
 
     >>> from perfkit_hf import PerfkitCallback
     >>> callback = PerfkitCallback(stages=("train", "val"), console=False)
@@ -102,6 +105,7 @@ class PerfkitCallback(TrainerCallback):
         interval_steps: int | None = None,
         interval_s: float | None = None,
         warmup_steps: int = 10,
+        time_gradient_sync: bool = True,
     ) -> None:
         self.stages = check_stages(stages, "stages")
         if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
@@ -116,6 +120,7 @@ class PerfkitCallback(TrainerCallback):
         self.prefix = prefix
         self.sample_resources = bool(sample_resources)
         self.sample_interval_s = sample_interval_s
+        self.time_gradient_sync = bool(time_gradient_sync)
         self.registry = registry or perfkit.get_registry()
         self.sinks = check_sinks(sinks)
         self.recorder = StageRecorder(self.registry, top_k_slowest=top_k_slowest)
@@ -146,6 +151,26 @@ class PerfkitCallback(TrainerCallback):
         if self.sample_resources and self._sampler is None:
             self._sampler = lease(self.registry, self.sample_interval_s)
             self.recorder.sampler = self._sampler
+        if self.time_gradient_sync and self._trainer is not None:
+            self._time_gradient_sync(getattr(self._trainer, "model_wrapped", None), args)
+
+    def _time_gradient_sync(self, model: Any, args: TrainingArguments) -> None:
+        """Time each rank's wait for the gradient all-reduce where the Trainer wrapped the model in
+        DDP (it has by ``on_train_begin``), so STRAGGLER tells a rank with slow compute from the
+        ranks that wait for it; a communication hook of the user's own is kept."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not isinstance(model, DistributedDataParallel):
+            return
+        try:
+            perfkit.torch.time_gradient_sync(model, registry=self.registry)
+        except RuntimeError as exc:  # DDP takes one hook: the user's (PowerSGD, compression) stays
+            if args.process_index == 0:
+                say(
+                    "perfkit: the DDP model already has a communication hook, kept as it is; each "
+                    "rank's wait for the gradient all-reduce is not timed "
+                    f"(PerfkitCallback(time_gradient_sync=False) says nothing): {exc}"
+                )
 
     def _attach(self, trainer: Any, args: TrainingArguments) -> None:
         if self._trainer is not None or trainer is None:
