@@ -14,7 +14,8 @@ accelerate's loaders, WebDataset's WebLoader, torchdata.nodes pipelines, any ite
 ``ProfilerWindows`` opens torch.profiler windows on chosen stage epochs and steps,
 and analyses their traces off the loop's thread. ``gather_ranks`` is the one collective per
 stage epoch that merges the ranks of a distributed job. ``autorun`` times every DataLoader
-iteration of the process with no code changed (what ``perfkit run`` starts).
+iteration of the process with no code changed (what ``perfkit run`` starts). ``trial`` times a
+DataLoader alone at each worker count and picks the smallest setting that keeps up.
 """
 
 from ._autorun import autorun
@@ -22,5 +23,6 @@ from ._ddp import gather as gather_ranks
 from ._ddp import world_size
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
+from ._trial import trial
 
-__all__ = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "world_size"]
+__all__ = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "trial", "world_size"]
