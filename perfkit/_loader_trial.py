@@ -15,8 +15,9 @@ rate to meet, the smallest within ``NEAR`` of the fastest: rows closer than that
     ...         TrialSetting(2, 2, False, False, 20, 150.0, 0.30))
     >>> pick(rows, need=100.0).num_workers, pick(rows, need=30.0).num_workers
     (2, 0)
-    >>> TrialResult.from_dict(TrialResult("train", rows, rows[1], 100.0, 30.0, 4.2, 2, 2).to_dict()).best
-    TrialSetting(num_workers=2, prefetch_factor=2, persistent_workers=False, pin_memory=False, batches=20, batches_per_s=150.0, start_s=0.3, worker_uss_mb=None, cpu_cores=None)
+    >>> result = TrialResult("train", rows, rows[1], 100.0, 30.0, 4.2, 2, 2)
+    >>> TrialResult.from_dict(result.to_dict()) == result
+    True
 """
 
 from __future__ import annotations

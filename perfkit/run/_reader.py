@@ -216,9 +216,9 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
     intervals.sort(key=lambda x: x.start_ns)
     trials_file = root / "trials.jsonl"
     trials = [
-        t
+        r
         for n, x in (_lines(trials_file, problems) if trials_file.is_file() else [])
-        if job_of(x) == mine and (t := _or_problem(problems, n, TrialResult.from_dict, x))
+        if job_of(x) == mine and (r := _or_problem(problems, n, TrialResult.from_dict, x))
     ]
     return RunData(
         root,

@@ -266,7 +266,8 @@ class RunWriter:
 
     def add_trial(self, result: TrialResult) -> None:
         """Record a loader trial (``perfkit.trial(run=...)``), where a verdict's gain is read from."""
-        if self._safely("trial", append_line, self.path / "trials.jsonl", {**result.to_dict(), "job": self.job}):
+        line = {**result.to_dict(), "job": self.job}
+        if self._safely("trial", append_line, self.path / "trials.jsonl", line):
             self._save_lost()
 
     def finish(self, snapshot: Snapshot) -> None:

@@ -19,6 +19,7 @@ the cores. The text says so, and how the model's own threads change the picture.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -115,7 +116,8 @@ class _Spec:
     ) -> _Spec:
         if not isinstance(loader, DataLoader):
             raise TypeError(
-                f"loader must be a torch.utils.data.DataLoader, got {loader!r} of type {type(loader).__name__}"
+                f"loader must be a torch.utils.data.DataLoader, got {loader!r} "
+                f"of type {type(loader).__name__}"
             )
         check_name(name, "name")
         cores = usable_cores()
@@ -144,7 +146,8 @@ def _run_all(
     for i, c in enumerate(candidates):
         left = spec.budget_s - (time.perf_counter() - started)
         if left <= 0:
-            skipped += [f"{_label(x)}: not run, the {spec.budget_s:g} s budget was spent" for x in candidates[i:]]
+            spent = f"not run, the {spec.budget_s:g} s budget was spent"
+            skipped += [f"{_label(x)}: {spent}" for x in candidates[i:]]
             return
         share = left / (len(candidates) - i + max(0, planned - len(candidates)))
         try:
@@ -156,9 +159,7 @@ def _run_all(
             log.warning("perfkit trial: %s", skipped[-1])
             continue
         rows.append(row)
-        log.info(
-            "perfkit trial: %s: %.1f batches/s, %.3f s to the first batch", row.label, row.batches_per_s, row.start_s
-        )
+        log.info("perfkit trial: %s: %.1f batches/s, %.3f s to the first batch", *_said(row))
         if progress is not None:
             progress(row)
 
@@ -194,7 +195,14 @@ def measure(dl: DataLoader[Any], c: Candidate, batches: int, deadline: float) ->
     else:  # none timed after the warm-up (the loader or the setting's time ran out): all, start included
         timed, rate = 1 + got, (1 + got) / (time.perf_counter() - t0)
     return TrialSetting(
-        c.num_workers, c.prefetch_factor, c.persistent_workers, c.pin_memory, timed, rate, start_s, uss,
+        c.num_workers,
+        c.prefetch_factor,
+        c.persistent_workers,
+        c.pin_memory,
+        timed,
+        rate,
+        start_s,
+        uss,
         cpu / wall if wall > 0 else None,
     )
 
@@ -234,12 +242,14 @@ def _uss(pool: list[psutil.Process]) -> float | None:
     """The mean worker's own memory in MB (USS); None without workers or where it cannot be read."""
     sizes = []
     for p in pool:
-        try:
+        with contextlib.suppress(psutil.Error, AttributeError):  # gone, or no USS on this system
             sizes.append(p.memory_full_info().uss / 2**20)
-        except (psutil.Error, AttributeError):
-            pass
     return sum(sizes) / len(sizes) if sizes else None
 
 
 def _label(c: Candidate) -> str:
-    return TrialSetting(c.num_workers, c.prefetch_factor, c.persistent_workers, c.pin_memory, 0, 0.0, 0.0).label
+    return TrialSetting(c.num_workers, c.prefetch_factor, c.persistent_workers, c.pin_memory, 0, 0, 0).label
+
+
+def _said(row: TrialSetting) -> tuple[str, float, float]:
+    return row.label, row.batches_per_s, row.start_s
