@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
+from torch.utils.data import DataLoader
 
 import perfkit
 from perfkit.checks import check_int, check_number
 from perfkit.monitor import StageMonitor
 from perfkit.names import RUN_DIR_NAME, STAGES
+from perfkit.reports import trial_text
 from perfkit.resources import MAX_INTERVAL_S
 from perfkit.sinks import Sink, check_sinks
 from perfkit.stages import StageWindow, check_stages, intervals_from
@@ -53,6 +55,10 @@ class PerfMonitor(PerfkitCallback):
     step-based fit (``max_steps`` ending inside the first epoch, a loader without a length) or an
     epoch still running after three minutes, every minute unless a length is given; True every
     epoch; False never.
+    ``trial=True`` runs a loader trial (``perfkit.trial``) on the train DataLoader as training
+    starts, on global rank 0, within ``trial_budget_s`` seconds: each worker count's batches/s
+    without the model, logged, and recorded in the run directory, where INPUT_BOUND's worker
+    proposal takes its gain from it. Off by default: it delays the fit by up to its budget.
     ``phases`` is the deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release).
 
     >>> from perfkit_lightning import PerfMonitor
@@ -82,6 +88,8 @@ class PerfMonitor(PerfkitCallback):
         interval_s: float | None = None,
         warmup_steps: int = 10,
         phases: Iterable[str] | None = None,
+        trial: bool = False,
+        trial_budget_s: float = 30.0,
     ) -> None:
         stages, argument = stages_or_phases("PerfMonitor", stages, phases)
         self.stages = check_stages(STAGES if stages is None else stages, argument)
@@ -112,6 +120,8 @@ class PerfMonitor(PerfkitCallback):
         self.attach_report = bool(attach_report)
         self.intervals = intervals_from(intervals, interval_steps, interval_s, warmup_steps)
         """When epochs are cut into interval windows (None: never)."""
+        self.trial = bool(trial)
+        self.trial_budget_s = check_number(trial_budget_s, "trial_budget_s")
         self._monitor: StageMonitor | None = None
         self._last_metrics: dict[str, dict[str, float]] = {}
 
@@ -153,6 +163,19 @@ class PerfMonitor(PerfkitCallback):
             interval_step_of=lambda stage: log_step(trainer, stage, interval=True),
             is_open=driver.recorder.is_open,
         )
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        driver, monitor = self._driver, self._monitor
+        if not self.trial or driver is None or monitor is None or not trainer.is_global_zero:
+            return
+        loader = trainer.train_dataloader
+        if not isinstance(loader, DataLoader):
+            say(f"perfkit: no loader trial: the train loader is a {type(loader).__name__}, not one DataLoader")
+            return
+        writer = driver.writer(self.run_path(driver), self.prefix) if self.save_run else None
+        result = perfkit.trial(loader, name="train", budget_s=self.trial_budget_s, run=writer)
+        monitor.trials = (*monitor.trials, result)
+        say(trial_text(result))
 
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
         monitor = self._monitor
