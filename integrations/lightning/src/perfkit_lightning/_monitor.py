@@ -170,7 +170,8 @@ class PerfMonitor(PerfkitCallback):
             return
         loader = trainer.train_dataloader
         if not isinstance(loader, DataLoader):
-            say(f"perfkit: no loader trial: the train loader is a {type(loader).__name__}, not one DataLoader")
+            kind = type(loader).__name__
+            say(f"perfkit: no loader trial: the train loader is a {kind}, not one DataLoader")
             return
         writer = driver.writer(self.run_path(driver), self.prefix) if self.save_run else None
         result = perfkit.trial(loader, name="train", budget_s=self.trial_budget_s, run=writer)
