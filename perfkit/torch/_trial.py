@@ -5,7 +5,8 @@ is: a batch that sleeps on a disk gains from workers, one that computes only unt
 run out, and a worker that starts slowly costs every epoch. The trial measures instead: it
 rebuilds the loader at each setting (``_trial_loaders``: the user's loader is never touched),
 times its first batch (the workers' start), then, after a warm-up of one batch per worker (the
-batches the workers made together while starting), at most ``batches`` batches. Each setting
+batches the workers made together while starting), at most ``batches`` batches, over several
+epochs where the loader is shorter (each restart counted, as training pays it). Each setting
 gets an equal part of what is left of ``budget_s``; the trial starts no setting after the
 budget is spent, so it ends within the budget and one setting's start (a slow
 ``worker_init_fn`` cannot be cut short).
@@ -65,7 +66,7 @@ def trial(
     >>> from torch.utils.data import DataLoader
     >>> result = trial(DataLoader(list(range(64)), batch_size=8), workers=[0], budget_s=5)
     >>> result.best.num_workers, result.best.batches
-    (0, 7)
+    (0, 30)
     """
     spec = _Spec.checked(loader, name, need_batches_per_s, budget_s, batches, workers)
     started = time.perf_counter()
@@ -170,72 +171,81 @@ class EmptyLoader(ValueError):
 
 def measure(dl: DataLoader[Any], c: Candidate, batches: int, deadline: float) -> TrialSetting:
     """One row: ``dl``'s start (its first batch; with persistent workers, an epoch's restart),
-    then batches per second over at most ``batches`` batches, stopping at ``deadline``."""
+    then batches per second over at most ``batches`` batches, stopping at ``deadline``. A loader
+    shorter than that is read over several epochs, each restart in the time, as training pays it."""
     me = psutil.Process()
     before = {p.pid for p in me.children()}
     t0 = time.perf_counter()
-    it = iter(dl)
-    _first(it)
+    epochs = _Epochs(dl)
     start_s = time.perf_counter() - t0
     if c.persistent_workers:  # kept workers: an epoch after the first pays only their restart
         t1 = time.perf_counter()
-        it = iter(dl)
-        _first(it)
+        epochs.restart()
         start_s = time.perf_counter() - t1
+    epochs.take(c.num_workers, deadline)  # the batches the workers made together while starting
     pool = [p for p in me.children() if p.pid not in before]
-    got = _take(it, c.num_workers, deadline)  # the batches the workers made together while starting
     cpu0, t2 = _cpu(pool), time.perf_counter()
-    timed = _take(it, batches, deadline, at_least=1 if got == c.num_workers else 0)
+    timed = epochs.take(batches, deadline, at_least=1)
     wall = time.perf_counter() - t2
-    cpu = _cpu(pool) - cpu0
+    cpu1 = _cpu([p for p in me.children() if p.pid not in before])
     uss = _uss(pool)
-    del it, dl  # the workers stop here, before the next setting starts its own
-    if timed:
-        rate = timed / wall
-    else:  # none timed after the warm-up (the loader or the setting's time ran out): all, start included
-        timed, rate = 1 + got, (1 + got) / (time.perf_counter() - t0)
+    del epochs, dl  # the workers stop here, before the next setting starts its own
     return TrialSetting(
         c.num_workers,
         c.prefetch_factor,
         c.persistent_workers,
         c.pin_memory,
         timed,
-        rate,
+        timed / wall,
         start_s,
         uss,
-        cpu / wall if wall > 0 else None,
+        _cores(cpu0, cpu1, wall),
     )
 
 
-def _first(it: Any) -> None:
-    try:
-        next(it)
-    except StopIteration:
-        raise EmptyLoader("the loader gave no batch: there is nothing to time") from None
+class _Epochs:
+    """Batches of a loader across epochs: where one ends, the next starts (``iter()`` again)."""
 
+    def __init__(self, dl: DataLoader[Any]) -> None:
+        self.dl = dl
+        self.restart()
 
-def _take(it: Any, n: int, deadline: float, *, at_least: int = 0) -> int:
-    """Take up to ``n`` batches (at least ``at_least``) before ``deadline``; how many were taken."""
-    got = 0
-    while got < n and (got < at_least or time.perf_counter() < deadline):
+    def restart(self) -> None:
+        """A new epoch, up to its first batch."""
+        self.it = iter(self.dl)
         try:
-            next(it)
+            next(self.it)
         except StopIteration:
-            break
-        got += 1
-    return got
+            raise EmptyLoader("the loader gave no batch: there is nothing to time") from None
+
+    def take(self, n: int, deadline: float, *, at_least: int = 0) -> int:
+        """Take up to ``n`` batches (at least ``at_least``) before ``deadline``; how many were taken."""
+        got = 0
+        while got < n and (got < at_least or time.perf_counter() < deadline):
+            try:
+                next(self.it)
+            except StopIteration:
+                self.restart()  # its first batch is one of those taken
+            got += 1
+        return got
 
 
-def _cpu(pool: list[psutil.Process]) -> float:
-    """CPU seconds of this process and the worker processes."""
-    total = time.process_time()
+def _cpu(pool: list[psutil.Process]) -> tuple[float, dict[int, float]]:
+    """CPU seconds of this process, and of each worker process that could be read."""
+    out = {}
     for p in pool:
-        try:
+        with contextlib.suppress(psutil.Error):
             t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
+            out[p.pid] = t.user + t.system
+    return time.process_time(), out
+
+
+def _cores(a: tuple[float, dict[int, float]], b: tuple[float, dict[int, float]], wall: float) -> float | None:
+    """Cores kept busy between two ``_cpu`` readings; None where a worker ended between them (its
+    last CPU seconds cannot be read) or nothing was timed."""
+    if wall <= 0 or not set(a[1]) <= set(b[1]):
+        return None
+    return (b[0] - a[0] + sum(cpu - a[1].get(pid, 0.0) for pid, cpu in b[1].items())) / wall
 
 
 def _uss(pool: list[psutil.Process]) -> float | None:
