@@ -45,8 +45,10 @@ from .run import window as _run_window
 from .stages import intervals_from as _intervals_from
 
 if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
     from .monitor import StageMonitor
-    from .run import RunWriter, ScriptWindow
+    from .run import RunWriter, ScriptWindow, TrialResult, TrialSetting
     from .sinks import Sink
     from .stages import StageListener
 
@@ -90,6 +92,7 @@ __all__ = [
     "snapshot",
     "timed",
     "timed_iter",
+    "trial",
     "use_registry",
     "window",
     "write_chrome_trace",
@@ -146,6 +149,38 @@ def window(
         gather=gather,
         rank=rank,
         intervals=_intervals_from(intervals, interval_steps, interval_s),
+    )
+
+
+def trial(
+    loader: DataLoader[Any],
+    *,
+    name: str = "train",
+    need_batches_per_s: float | None = None,
+    budget_s: float = 30.0,
+    batches: int = 30,
+    workers: Sequence[int] | None = None,
+    progress: Callable[[TrialSetting], None] | None = None,
+    run: RunWriter | None = None,
+) -> TrialResult:
+    """Time ``loader`` alone (no model) at each worker count up to the usable cores, then persistent
+    workers, a deeper prefetch and pinned memory at the best one, within ``budget_s`` seconds; pick
+    the smallest setting that keeps up with ``need_batches_per_s`` (the rate the training loop
+    consumed batches), else the fastest. ``perfkit.reports.trial_text(result)`` says it in words,
+    ``run=`` records it where a verdict's gain is read from. The rest: ``perfkit.torch.trial``
+    (this is it, loaded with torch on the first call); the command line: ``perfkit trial``.
+    """
+    from .torch import trial as run_trial
+
+    return run_trial(
+        loader,
+        name=name,
+        need_batches_per_s=need_batches_per_s,
+        budget_s=budget_s,
+        batches=batches,
+        workers=workers,
+        progress=progress,
+        run=run,
     )
 
 

@@ -8,6 +8,7 @@
     perfkit summary runs/exp1 --job 4121          # a directory two jobs wrote: pick one
     perfkit compare runs/baseline runs/more_workers
     perfkit run -- python train.py --lr 0.1         # times the script unchanged, then its verdicts
+    perfkit trial mypkg.data:make_loader --need 120 # the loader alone at each worker count: which keeps up
 
 A new subcommand is a ``_add_<name>(subparsers)`` function that sets ``run`` (a callable taking
 the parsed arguments, printing, returning the exit code) and one entry in ``_COMMANDS``. Bad
@@ -18,16 +19,19 @@ input ends with one line on stderr and exit code 2, never a traceback. Exit code
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, TypeAlias
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 from .names import OLD_RUN_DIR_NAMES, RUN_DIR_NAME
 
 if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
     from .run import RunData
 
 # The type of the object ``add_subparsers()`` returns; each ``_add_<name>`` receives it.
@@ -246,6 +250,68 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
+def _add_trial(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "trial",
+        help="time a DataLoader alone at each worker count and pick the smallest setting that keeps up",
+        description="perfkit trial MODULE:FACTORY, FACTORY a callable returning a DataLoader, or a "
+        "Lightning datamodule class or instance (setup('fit'), then its train or --loader val loader)",
+    )
+    p.add_argument("factory", metavar="MODULE:FACTORY")
+    p.add_argument("--loader", choices=("train", "val"), default="train", help="a datamodule's loader to try")
+    p.add_argument("--budget-s", type=float, default=30.0, metavar="S", help="the trial's time (default 30)")
+    p.add_argument("--need", type=float, metavar="BATCHES_PER_S", help="the rate the training loop consumed")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=_trial)
+
+
+def _trial(args: argparse.Namespace) -> int:
+    from .reports import trial_text
+    from .torch import trial
+
+    loader = load_loader(args.factory, args.loader)
+    result = trial(loader, name=args.loader, need_batches_per_s=args.need, budget_s=args.budget_s)
+    print(_json(result.to_dict()) if args.json else trial_text(result))
+    return 0
+
+
+def load_loader(spec: str, which: str = "train") -> DataLoader[Any]:
+    """The DataLoader ``MODULE:FACTORY`` names: what the callable returns, or a Lightning datamodule's
+    (a class is made with no arguments; ``setup("fit")``, then ``train_dataloader()`` or, with
+    ``which="val"``, ``val_dataloader()``). Anything else is a ``ValueError`` in one line.
+
+    >>> load_loader("no_such_module:make")
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot import no_such_module (from no_such_module:make): No module named 'no_such_module'
+    """
+    from torch.utils.data import DataLoader
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"the loader must be given as MODULE:FACTORY (mypkg.data:make_loader), got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as ``python -m``: the working folder's modules import
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import {module_name} (from {spec}): {exc}") from None
+    try:
+        if isinstance(obj, type) or not hasattr(obj, "train_dataloader"):
+            obj = obj() if callable(obj) and not isinstance(obj, DataLoader) else obj
+        if hasattr(obj, "train_dataloader"):  # a datamodule
+            obj.setup("fit")
+            obj = obj.val_dataloader() if which == "val" else obj.train_dataloader()
+    except Exception as exc:  # the user's code failed: one line, not a traceback of it
+        raise ValueError(f"{spec} failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(obj, DataLoader):
+        raise ValueError(f"{spec} gave a {type(obj).__name__}, not a torch DataLoader (nor a datamodule)")
+    loader: DataLoader[Any] = obj
+    return loader
+
+
 def _verdicts(run_dir: Path) -> str:
     """What ``perfkit summary`` prints of the run ``perfkit run`` just wrote (its newest job),
     after writing its ``verdicts.json``."""
@@ -356,4 +422,5 @@ _COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_summary,
     _add_compare,
     _add_run,
+    _add_trial,
 )

@@ -34,6 +34,7 @@ TOP_LEVEL = [
     "snapshot",
     "timed",
     "timed_iter",
+    "trial",
     "use_registry",
     "window",
     "write_chrome_trace",
@@ -70,7 +71,7 @@ def test_every_subpackage_says_what_it_exports_and_has_it(name: str) -> None:
 def test_perfkit_torch_exports_no_implementation_types() -> None:
     import perfkit.torch
 
-    names = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "world_size"]
+    names = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "trial", "world_size"]
     assert sorted(perfkit.torch.__all__) == names
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._loader_trial import TrialResult
 from .._rule import Abstention, Verdict, verdict
 from .._snapshot import Snapshot
 from ..names import FETCH, WAIT, fetch_series, is_stage_series, iter_series, step_series, wait_series
@@ -27,6 +28,7 @@ class Case:
     cores: int  # cores the workers may use (the loop keeps one)
     stage_wall_s: float  # the stage's wall time over the whole run
     run_wall_s: float  # the whole run's measured wall time
+    trials: tuple[TrialResult, ...] = ()  # loader trials the run recorded (perfkit.trial), oldest first
 
     @property
     def stage(self) -> str:

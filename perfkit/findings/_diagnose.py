@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from .._loader_trial import TrialResult
 from .._rule import Abstention, Rule, Verdict
 from ..names import STAGES
 from ..run import RunData
@@ -35,6 +36,7 @@ def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule[Cas
         cores=cores,
         rules=rules,
         lost=_lost(run),
+        trials=run.trials,
     )
 
 
@@ -44,8 +46,10 @@ def diagnose_windows(
     cores: int | None = None,
     rules: Sequence[Rule[Case]] = RULES,
     lost: dict[str, float] | None = None,
+    trials: Sequence[TrialResult] = (),
 ) -> Diagnosis:
-    """Judge the stage windows of a run, given oldest first."""
+    """Judge the stage windows of a run, given oldest first; ``trials``: the loader trials the run
+    recorded (a worker proposal's gain then comes from the measured rates)."""
     by_stage: dict[str, list[StageWindow]] = {}
     for w in windows:
         if w.stage != "sanity":
@@ -64,6 +68,7 @@ def diagnose_windows(
             cores or cores_for_workers(),
             walls[stage],
             run_wall,
+            tuple(trials),
         )
         found, missing = judge(case, rules)
         verdicts += found

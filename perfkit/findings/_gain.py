@@ -144,22 +144,28 @@ def _gauge(gauges: Mapping[str, Any], name: str) -> float | None:
     return None if g is None else float(g.mean)
 
 
-def period(f: LoaderFacts, k: int, *, pessimistic: bool) -> float:
-    """The loop's time per batch with ``k`` workers (``k`` > 0)."""
+def period(f: LoaderFacts, k: int, *, pessimistic: bool, measured_s: float | None = None) -> float:
+    """The loop's time per batch with ``k`` workers (``k`` > 0); ``measured_s``: the time per batch
+    a loader trial measured at ``k`` workers, in place of the modelled ``batch / k`` (the trial
+    ran alone: the cores' bound, shared with the model, still applies)."""
     ipc = 2 * IPC_S if pessimistic else 0.0
     cpu = (f.loop_cpu_s if f.loop_cpu_s is not None else f.loop_s) + (
         f.batch_cpu_s if f.batch_cpu_s is not None else f.batch_s
     )
-    p = max(f.loop_s + ipc / 2, (f.batch_s + ipc) / k, (cpu + ipc) / f.cores)
+    making = (f.batch_s + ipc) / k if measured_s is None else measured_s  # a trial's rate includes the IPC
+    p = max(f.loop_s + ipc / 2, making, (cpu + ipc) / f.cores)
     return p * (1 + CONTENTION_MARGIN) if pessimistic else p
 
 
-def gain(f: LoaderFacts, k: int, share: float, *, starts: bool) -> tuple[float, float]:
+def gain(
+    f: LoaderFacts, k: int, share: float, *, starts: bool, measured_s: float | None = None
+) -> tuple[float, float]:
     """The fraction of the epoch saved by ``k`` workers: (low, high), high at most ``share``;
-    ``starts``: the workers start again every epoch (charged to the low end)."""
+    ``starts``: the workers start again every epoch (charged to the low end); ``measured_s``: see
+    ``period``."""
     p0 = f.loop_s + f.wait_s
-    high = min(share, f.steps * (p0 - period(f, k, pessimistic=False)) / f.wall_s)
-    low = f.steps * (p0 - period(f, k, pessimistic=True)) / f.wall_s
+    high = min(share, f.steps * (p0 - period(f, k, pessimistic=False, measured_s=measured_s)) / f.wall_s)
+    low = f.steps * (p0 - period(f, k, pessimistic=True, measured_s=measured_s)) / f.wall_s
     if starts:
         low -= START_S / f.wall_s
     return (max(0.0, min(low, high)), max(0.0, high))
@@ -228,21 +234,6 @@ def gain_words(gain: tuple[float, float] | None, weight: float) -> str:
 
 def _span(low: float, high: float) -> str:
     return f"{low:.0%}" if round(low * 100) == round(high * 100) else f"{low:.0%}-{high:.0%}"
-
-
-def worker_advice(case: Case, waiting_s: float, share: float, otherwise: str) -> Proposal:
-    """INPUT_BOUND's action for the stage's loader: a worker count with its gain, why none is
-    proposed, or ``otherwise`` where the loader's numbers were not recorded."""
-    f = facts(case, waiting_s)
-    if f is None:
-        return Proposal(said=otherwise)
-    p = propose_workers(f, share)
-    if not p.change:
-        return p
-    weight = case.stage_wall_s / case.run_wall_s if case.run_wall_s > 0 else 1.0
-    settings = ", ".join(f"{k}={v}" for k, v in p.change.items() if k != "loader")
-    said = f"set {settings} on the {f.loader} DataLoader: {p.said}; {gain_words(p.gain, weight)}"
-    return Proposal(p.change, p.gain, said)
 
 
 def persistent_advice(case: Case, started_s: float, first_s: float) -> Proposal:

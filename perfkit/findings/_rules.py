@@ -17,7 +17,7 @@ from ..names import display_name, loader_label, stage_label, step_series, wait_s
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, rank_sections, workers
 from ._contention import CONTENTION_MIN, contention
-from ._gain import Proposal, persistent_advice, worker_advice
+from ._gain import Proposal, persistent_advice
 from ._rules_hooks import (
     CHECKPOINT_MIN,
     HOOK_MIN,
@@ -29,6 +29,7 @@ from ._rules_hooks import (
     slow_logger,
 )
 from ._rules_ranks import STRAGGLER_MIN, straggler
+from ._worker_advice import worker_advice
 
 
 def _ms(seconds: float) -> str:

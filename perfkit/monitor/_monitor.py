@@ -22,7 +22,7 @@ from .._snapshot import Snapshot
 from ..findings import Case, Diagnosis, Timeline, Verdict, judge, write_diagnosis
 from ..names import STAGES
 from ..reports import interval_line, provisional_text, ranked_verdicts_text, summary_text
-from ..run import RunWriter
+from ..run import RunWriter, TrialResult
 from ..sinks import Sink, SinkFanout, check_sinks
 from ..stages import StageListener, StageWindow, cores_for_workers, stage_metrics
 
@@ -73,6 +73,9 @@ class StageMonitor(StageListener):
         self.interval_step_of = interval_step_of or step_of
         self.last_metrics: dict[str, dict[str, float]] = {}
         """The last metrics of each stage (on every rank)."""
+        self.trials: tuple[TrialResult, ...] = ()
+        """Loader trials run for this run (``perfkit.trial``): the console's worker proposals come
+        from them as the summary's do."""
         self._history: dict[str, list[StageWindow]] = {}  # each stage's first epochs (rules compare)
         self._train: StageWindow | None = None
         self._tops: dict[str, tuple[str, str | None]] = {}  # each stage's last top verdict
@@ -145,7 +148,9 @@ class StageMonitor(StageListener):
     def top_verdict(self, window: StageWindow) -> Verdict | None:
         """The epoch's first verdict, judged against the stage's first epochs and training's last."""
         history = tuple(self._history.get(window.stage, ()))
-        case = Case(window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s)
+        case = Case(
+            window, history, self._train, cores_for_workers(), window.wall_s, window.wall_s, self.trials
+        )
         verdicts, _ = judge(case)
         if not verdicts:
             return None

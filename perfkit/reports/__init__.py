@@ -26,6 +26,7 @@ from .text import (
     snapshot_text,
     summary_text,
     throughput_line,
+    trial_text,
     warmup_text,
 )
 
@@ -47,6 +48,7 @@ __all__ = [
     "snapshot_text",
     "summary_text",
     "throughput_line",
+    "trial_text",
     "warmup_text",
     "write_html_report",
 ]

@@ -5,8 +5,10 @@ with perfkit.window("val", epoch=0, sinks=[RunWriter("runs/exp1")]) as w:
         ...
 read_run("runs/exp1").windows[0].metric("step_ms_p95")
 find_runs("lightning_logs")[0]            # the newest run directory below a folder
+read_run("runs/exp1").trials              # loader trials recorded there (TrialResult: perfkit.trial)
 """
 
+from .._loader_trial import TrialResult, TrialSetting
 from ._find import find_runs
 from ._jobs import RunJob
 from ._reader import RunData, RunInterval, RunTrace, RunWindow, read_run
@@ -22,6 +24,8 @@ __all__ = [
     "RunWindow",
     "RunWriter",
     "ScriptWindow",
+    "TrialResult",
+    "TrialSetting",
     "describe_os_error",
     "file_stem",
     "find_runs",

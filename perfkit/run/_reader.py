@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._loader_trial import TrialResult
 from .._rule import Verdict
 from .._snapshot import Snapshot
 from ..names import display_name
@@ -150,6 +151,8 @@ class RunData:
     intervals: tuple[RunInterval, ...] = ()
     """The job's interval windows, oldest first (none for a run of short epochs, or an older
     run directory); ``windows`` holds the stage epochs only."""
+    trials: tuple[TrialResult, ...] = ()
+    """The job's loader trials (``perfkit.trial(run=...)``), oldest first."""
 
 
 def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData:
@@ -211,8 +214,23 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
         if job_of(line) == mine and (x := _or_problem(problems, n, _interval, n, line))
     ]
     intervals.sort(key=lambda x: x.start_ns)
+    trials_file = root / "trials.jsonl"
+    trials = [
+        r
+        for n, x in (_lines(trials_file, problems) if trials_file.is_file() else [])
+        if job_of(x) == mine and (r := _or_problem(problems, n, TrialResult.from_dict, x))
+    ]
     return RunData(
-        root, meta, tuple(windows), tuple(traces), final, tuple(problems), mine, tuple(jobs), tuple(intervals)
+        root,
+        meta,
+        tuple(windows),
+        tuple(traces),
+        final,
+        tuple(problems),
+        mine,
+        tuple(jobs),
+        tuple(intervals),
+        tuple(trials),
     )
 
 

@@ -7,6 +7,7 @@
       windows/*.json      the snapshot of each of those windows (Snapshot.to_dict)
       intervals.jsonl     one line per interval of a long stage epoch (no snapshot; bounded: _intervals)
       traces.jsonl        one line per profiler window: its trace file and its analysis
+      trials.jsonl        one line per loader trial (``perfkit.trial``): each setting's batches/s
       final.json          the snapshot of the whole run, written when the run ends
 
 Lines are appended as the run goes (and synced to disk when each window ends), so a run
@@ -46,6 +47,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._loader_trial import TrialResult
 from .._snapshot import Snapshot
 from .._version import __version__
 from .._warn import WarnOnce, log
@@ -260,6 +262,12 @@ class RunWriter:
             "job": self.job,
         }
         if self._safely("trace", append_line, self.path / "traces.jsonl", line):
+            self._save_lost()
+
+    def add_trial(self, result: TrialResult) -> None:
+        """Record a loader trial (``perfkit.trial(run=...)``), where a verdict's gain is read from."""
+        line = {**result.to_dict(), "job": self.job}
+        if self._safely("trial", append_line, self.path / "trials.jsonl", line):
             self._save_lost()
 
     def finish(self, snapshot: Snapshot) -> None:

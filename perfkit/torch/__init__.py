@@ -18,6 +18,8 @@ for another timeout than its 300 s). ``autorun`` times every DataLoader
 iteration of the process with no code changed (what ``perfkit run`` starts).
 ``time_gradient_sync`` times each rank's wait for DDP's gradient all-reduce, so a rank whose
 compute is slow is told from the ranks that wait for it (call it once on the DDP model).
+``trial`` times a DataLoader alone at each worker count and picks the smallest setting that
+keeps up.
 """
 
 from ._autorun import autorun
@@ -25,6 +27,7 @@ from ._ddp import TorchRanks, world_size
 from ._gradsync import time_gradient_sync
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
+from ._trial import trial
 
 gather_ranks = TorchRanks()
 """The merge of a distributed job's ranks (a ``perfkit.stages.Ranks`` transport; see ``TorchRanks``)."""
@@ -36,5 +39,6 @@ __all__ = [
     "gather_ranks",
     "instrument",
     "time_gradient_sync",
+    "trial",
     "world_size",
 ]

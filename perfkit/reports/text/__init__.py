@@ -9,6 +9,7 @@
     ranks_text(ranks)                    # perfkit analyze DIR (one trace per rank)
     diff_text(diff)                      # perfkit diff A B
     performance_line / throughput_line   # the Lightning presets' console lines
+    trial_text(result)                   # perfkit trial: a loader's settings, timed alone
 
 ``perfkit.reports`` exports them all; the HTML page is ``perfkit.reports.html``.
 """
@@ -22,6 +23,7 @@ from ._intervals import interval_line, provisional_text, warmup_text
 from ._ranks import ranks_text
 from ._seeds import performance_line, throughput_line
 from ._snapshot import snapshot_text
+from ._trial import trial_text
 
 __all__ = [
     "analysis_text",
@@ -37,5 +39,6 @@ __all__ = [
     "snapshot_text",
     "summary_text",
     "throughput_line",
+    "trial_text",
     "warmup_text",
 ]

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
+from torch.utils.data import DataLoader
 
 import perfkit
 from perfkit.checks import check_int, check_number
 from perfkit.monitor import StageMonitor
 from perfkit.names import RUN_DIR_NAME, STAGES
+from perfkit.reports import trial_text
 from perfkit.resources import MAX_INTERVAL_S
 from perfkit.sinks import Sink, check_sinks
 from perfkit.stages import StageWindow, check_stages, intervals_from
@@ -57,6 +59,10 @@ class PerfMonitor(PerfkitCallback):
     (``perfkit.torch.time_gradient_sync``, registered on the strategy's DDP model as the fit
     starts), so STRAGGLER tells a rank whose compute is slow from the ranks waiting for it; where
     the model already has a communication hook of its own, that hook is kept and perfkit says so.
+    ``trial=True`` runs a loader trial (``perfkit.trial``) on the train DataLoader as training
+    starts, on global rank 0, within ``trial_budget_s`` seconds: each worker count's batches/s
+    without the model, logged, and recorded in the run directory, where INPUT_BOUND's worker
+    proposal takes its gain from it. Off by default: it delays the fit by up to its budget.
     ``phases`` is the deprecated name of ``stages`` (a ``FutureWarning``; gone in the next release).
 
     >>> from perfkit_lightning import PerfMonitor
@@ -86,6 +92,8 @@ class PerfMonitor(PerfkitCallback):
         interval_s: float | None = None,
         warmup_steps: int = 10,
         time_gradient_sync: bool = True,
+        trial: bool = False,
+        trial_budget_s: float = 30.0,
         phases: Iterable[str] | None = None,
     ) -> None:
         stages, argument = stages_or_phases("PerfMonitor", stages, phases)
@@ -118,6 +126,8 @@ class PerfMonitor(PerfkitCallback):
         self.intervals = intervals_from(intervals, interval_steps, interval_s, warmup_steps)
         """When epochs are cut into interval windows (None: never)."""
         self.time_gradient_sync = bool(time_gradient_sync)
+        self.trial = bool(trial)
+        self.trial_budget_s = check_number(trial_budget_s, "trial_budget_s")
         self._monitor: StageMonitor | None = None
         self._last_metrics: dict[str, dict[str, float]] = {}
 
@@ -164,6 +174,20 @@ class PerfMonitor(PerfkitCallback):
         # the strategy has wrapped the model by now, and no backward has run yet
         if self._driver is not None and self.time_gradient_sync:
             time_gradient_sync(trainer, self._driver.registry)
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        driver, monitor = self._driver, self._monitor
+        if not self.trial or driver is None or monitor is None or not trainer.is_global_zero:
+            return
+        loader = trainer.train_dataloader
+        if not isinstance(loader, DataLoader):
+            kind = type(loader).__name__
+            say(f"perfkit: no loader trial: the train loader is a {kind}, not one DataLoader")
+            return
+        writer = driver.writer(self.run_path(driver), self.prefix) if self.save_run else None
+        result = perfkit.trial(loader, name="train", budget_s=self.trial_budget_s, run=writer)
+        monitor.trials = (*monitor.trials, result)
+        say(trial_text(result))
 
     def leaving(self, trainer: Trainer, driver: Driver, *, failed: bool) -> None:
         monitor = self._monitor
