@@ -117,6 +117,8 @@ def merge(mine: RankResult, ranks: Ranks) -> Merged | None:
     then names who did not answer)."""
     world = ranks.world()
     assert mine.snapshot is not None
+    if world < 2:  # one process (no group, or a group of one): nothing to merge
+        return Merged(mine.snapshot, (mine,))
     keys = _keys(mine.snapshot)
     exact = world <= ranks.exact_max
     blob = pickle.dumps(mine if exact else replace(mine, snapshot=None), protocol=pickle.HIGHEST_PROTOCOL)
