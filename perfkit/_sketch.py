@@ -81,6 +81,11 @@ class Sketch:
             return math.nan
         return float(self.quantiles(np.array([q]))[0])
 
+    def values(self) -> npt.NDArray[np.float64]:
+        """Every value added, as its bucket reads it back (each within 1%), in ascending order:
+        the whole sample, for sketches small enough to spell out."""
+        return np.repeat(_midpoints(), self.counts)
+
     def quantiles(self, qs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """``quantile`` at each of ``qs`` at once (one cumulative sum): what stands in for the
         retained samples of a series merged over many ranks (``perfkit.stages``' sketched merge)."""
@@ -90,6 +95,12 @@ class Sketch:
         ranks = np.floor(np.asarray(qs, dtype=np.float64) * (n - 1))  # numpy's method="lower"
         i = np.searchsorted(np.cumsum(self.counts), ranks, side="right")
         return np.where(i == 0, 0.0, 2 * GAMMA ** (i - 1 + _LOW) / (GAMMA + 1))
+
+
+def _midpoints() -> npt.NDArray[np.float64]:
+    """Each bucket's value as the sketch reads it back (the zero bucket's is 0)."""
+    i = np.arange(BUCKETS, dtype=np.float64)
+    return np.where(i == 0, 0.0, 2 * GAMMA ** (i - 1 + _LOW) / (GAMMA + 1))
 
 
 def _index(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

@@ -53,9 +53,11 @@ a window is tens of kilobytes, so eight of them cost less than the sketches' fix
 TOP_K = 3
 """Ranks whose whole account and slowest steps are fetched above ``EXACT_MAX``: the slowest in
 wall time, in data wait and in step time (one each, fewer when they coincide)."""
-SAMPLES_KEPT = 1024
-"""Stand-in samples per series in a sketched merge (quantiles of the merged sketch): enough for
-p99 within the sketch's 1%, few enough that a window stays small."""
+SAMPLES_KEPT = 8100
+"""Stand-in samples per series in a sketched merge. Up to this many records, every one is spelled
+out (its bucket's value, within 1% of it: so are the percentiles read from them); above, this many
+evenly spaced quantiles of the merged sketch, p50, p95 and p99 falling exactly on one of them
+(8100 is a multiple of 100). Few enough that a window stays small."""
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -185,7 +187,16 @@ def _slowest(agreed: I64) -> list[int]:
     return picked[:TOP_K]
 
 
-_PER_SERIES = 3 + BUCKETS  # count, total_ns, errors, then the sketch's counts
+_TOTALS = 3  # count, total_ns, errors: a tree path's slot; a series' is followed by its sketch
+
+
+def _layout(keys: Sequence[str]) -> list[int]:
+    """Where each key's slot begins in the sums, and (last) their length: a series takes its
+    totals and its sketch's ``BUCKETS`` counts, a tree path its totals alone."""
+    sizes = [_TOTALS + BUCKETS if key[0] == "S" else _TOTALS for key in keys]
+    return [0, *np.cumsum(sizes).tolist()]
+
+
 _ROW = ("wall_s", "samples", "steps", "step_mean_s", "overlap_s", *ACCOUNT_PARTS, *ACCOUNT_OVERLAYS)
 
 
@@ -194,21 +205,21 @@ def _pack(mine: RankResult, keys: Sequence[str]) -> tuple[I64, I64, F64, F64]:
     totals), mins (per series: min, -max), float sums (per series: m2 + total^2 / count), row."""
     snap = mine.snapshot
     assert snap is not None
-    sums = np.zeros(len(keys) * _PER_SERIES, dtype=np.int64)
+    at = _layout(keys)
+    sums = np.zeros(at[-1], dtype=np.int64)
     mins = np.full(len(keys) * 2, np.iinfo(np.int64).max, dtype=np.int64)
     fsums = np.zeros(len(keys), dtype=np.float64)
     for i, key in enumerate(keys):
-        at = i * _PER_SERIES
         kind, name = key[0], key[2:]
         if kind == "S" and name in snap:
             d = snap.data(name)
-            sums[at : at + 3] = (d.count, d.total_ns, d.errors)
-            sums[at + 3 : at + _PER_SERIES] = _sketch_of(d).counts
+            sums[at[i] : at[i] + 3] = (d.count, d.total_ns, d.errors)
+            sums[at[i] + 3 : at[i + 1]] = _sketch_of(d).counts
             mins[2 * i : 2 * i + 2] = (d.min_ns, -d.max_ns)
             fsums[i] = d.m2 + d.total_ns**2 / d.count if d.count else 0.0
         elif kind == "T" and tuple(name.split(_SEP)) in snap.tree:
             t = snap.tree[tuple(name.split(_SEP))]
-            sums[at : at + 3] = (t.count, t.total_ns, t.errors)
+            sums[at[i] : at[i] + 3] = (t.count, t.total_ns, t.errors)
     a = mine.account
     row = np.array(
         [
@@ -250,22 +261,27 @@ def _from_row(rank: int, row: F64) -> RankResult:
 
 def _unpack(mine: Snapshot, keys: Sequence[str], sums: I64, mins: I64, fsums: F64, world: int) -> Snapshot:
     """The merged snapshot from the summed vectors: exact counts, totals, errors, min, max and
-    spread; percentiles from the merged sketch (``SAMPLES_KEPT`` of its quantiles stand in for
-    the samples); this rank's gauges and threads (per-thread splits are not merged)."""
+    spread; percentiles from the merged sketch (stand-in samples: ``SAMPLES_KEPT``); this
+    rank's gauges and threads (per-thread splits are not merged)."""
     series: dict[str, SeriesData] = {}
     tree: dict[tuple[str, ...], NodeTotals] = {}
+    at = _layout(keys)
     for i, key in enumerate(keys):
-        at = i * _PER_SERIES
-        count, total, errors = (int(x) for x in sums[at : at + 3])
+        count, total, errors = (int(x) for x in sums[at[i] : at[i] + 3])
         if not count:
             continue
         kind, name = key[0], key[2:]
         if kind == "T":
             tree[tuple(name.split(_SEP))] = NodeTotals(count, total, errors)
             continue
-        sketch = Sketch(sums[at + 3 : at + _PER_SERIES].copy())
-        n = min(count, SAMPLES_KEPT)
-        kept = np.rint(sketch.quantiles(np.linspace(0.0, 1.0, n)) * 1e9).astype(np.int64)
+        sketch = Sketch(sums[at[i] + 3 : at[i + 1]].copy())
+        spelled = (
+            sketch.values()
+            if count <= SAMPLES_KEPT
+            else sketch.quantiles(np.linspace(0, 1, SAMPLES_KEPT + 1))
+        )
+        kept = np.rint(spelled * 1e9).astype(np.int64)
+        n = len(kept)
         lo, hi = int(mins[2 * i]), -int(mins[2 * i + 1])
         series[name] = SeriesData(
             count=count,
