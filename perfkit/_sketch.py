@@ -79,9 +79,17 @@ class Sketch:
         n = self.count
         if not n:
             return math.nan
-        rank = math.floor(q * (n - 1))  # numpy's method="lower": the value at this sorted position
-        i = int(np.searchsorted(np.cumsum(self.counts), rank, side="right"))
-        return 0.0 if i == 0 else 2 * GAMMA ** (i - 1 + _LOW) / (GAMMA + 1)
+        return float(self.quantiles(np.array([q]))[0])
+
+    def quantiles(self, qs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``quantile`` at each of ``qs`` at once (one cumulative sum): what stands in for the
+        retained samples of a series merged over many ranks (``perfkit.stages``' sketched merge)."""
+        n = self.count
+        if not n:
+            return np.full(len(qs), math.nan)
+        ranks = np.floor(np.asarray(qs, dtype=np.float64) * (n - 1))  # numpy's method="lower"
+        i = np.searchsorted(np.cumsum(self.counts), ranks, side="right")
+        return np.where(i == 0, 0.0, 2 * GAMMA ** (i - 1 + _LOW) / (GAMMA + 1))
 
 
 def _index(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

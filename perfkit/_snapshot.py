@@ -64,6 +64,7 @@ class Snapshot(Mapping[str, Stats]):
         "dropped_in_transfer",
         "end_ns",
         "gauges",
+        "sketched",
         "start_ns",
         "thread_totals",
         "threads",
@@ -82,6 +83,7 @@ class Snapshot(Mapping[str, Stats]):
         end_ns: int = 0,
         dropped_in_transfer: int = 0,
         dropped: Mapping[str, int] | None = None,
+        sketched: int = 0,
     ) -> None:
         self._series = dict(sorted(series.items(), key=lambda kv: -kv[1].total_ns))
         self._stats = {name: data.stats() for name, data in self._series.items()}
@@ -94,6 +96,9 @@ class Snapshot(Mapping[str, Stats]):
         self.dropped: Mapping[str, int] = dict(dropped or {})
         """Records the registry dropped in this window, by reason (``invalid records``,
         ``node table full``, ``past max_series: PREFIX``): counted, never silently lost."""
+        self.sketched = sketched
+        """The number of ranks merged by their sketches (0: exact): the percentiles are then
+        within 1% of exact, the samples stand-ins in no order, per-thread splits not merged."""
         self.start_ns = start_ns
         self.end_ns = end_ns
         self._gauges = dict(sorted((gauges or {}).items()))
@@ -126,6 +131,7 @@ class Snapshot(Mapping[str, Stats]):
             and self.thread_totals == other.thread_totals
             and self.dropped_in_transfer == other.dropped_in_transfer
             and self.dropped == other.dropped
+            and self.sketched == other.sketched
             and self._gauges.keys() == other._gauges.keys()
             and all(self._gauges[k].same_as(other._gauges[k]) for k in self._gauges)
             and (self.start_ns, self.end_ns) == (other.start_ns, other.end_ns)
@@ -227,6 +233,7 @@ class Snapshot(Mapping[str, Stats]):
             end_ns=max(s.end_ns for s in parts),
             dropped_in_transfer=sum(s.dropped_in_transfer for s in parts),
             dropped=dropped,
+            sketched=max(s.sketched for s in parts),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,6 +248,7 @@ class Snapshot(Mapping[str, Stats]):
             ],
             "dropped_in_transfer": self.dropped_in_transfer,
             "dropped": dict(self.dropped),
+            **({"sketched": self.sketched} if self.sketched else {}),
             "tree": [{"path": list(p), **asdict(t)} for p, t in self.tree.items()],
             "series": {
                 name: {
@@ -315,6 +323,7 @@ class Snapshot(Mapping[str, Stats]):
             gauges={name: gauge_from_dict(f, g, f"gauges[{name!r}]") for name, g in _named(f, doc, "gauges")},
             start_ns=f.integer(doc, "start_ns", "", low=None),
             end_ns=f.integer(doc, "end_ns", "", low=None),
+            sketched=f.integer(doc, "sketched", "") if "sketched" in doc else 0,
         )
 
     def to_json(self) -> str:

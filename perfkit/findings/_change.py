@@ -168,7 +168,9 @@ def _durations(snapshot: Snapshot, series: str) -> np.ndarray | None:
     if series not in snapshot:
         return None
     data = snapshot.data(series)
-    return None if data.dropped else data.durations_ns[np.argsort(data.starts_ns, kind="stable")]
+    if data.dropped or snapshot.sketched:  # the order of the steps is not known
+        return None
+    return data.durations_ns[np.argsort(data.starts_ns, kind="stable")]
 
 
 def _memory(snapshot: Snapshot) -> float | None:

@@ -15,6 +15,9 @@ which ``stage_metrics`` turns into flat, unit-suffixed metrics.
 A long epoch is also cut into interval windows while it runs (``Intervals``: every N steps or
 T seconds, after a warm-up), so a run gives its first answer in minutes, not when the epoch ends.
 
+Under several ranks each epoch's window is merged over them at its end, bounded in time and
+bytes: ``Ranks`` is the transport a framework provides (``perfkit.torch.gather_ranks``).
+
 ``check_stages`` is the check of every ``stages=`` argument (some of ``perfkit.names.STAGES``).
 """
 
@@ -23,6 +26,7 @@ from ._account import PARTS, RESIDUAL_ZONES, Account, stage_account
 from ._batch import batch_size
 from ._choice import check_stages
 from ._intervals import Intervals, intervals_from
+from ._merge import EXACT_MAX, Ranks
 from ._metrics import metric_key, stage_metrics, stage_prefix
 from ._recorder import StageListener, StageRecorder
 from ._segments import Window
@@ -30,6 +34,7 @@ from ._tags import tag_step, take_tags
 from ._window import SCOPES, RankPart, SlowStep, StageWindow, keep_slowest
 
 __all__ = [
+    "EXACT_MAX",
     "PARTS",
     "RESIDUAL_ZONES",
     "SCOPES",
@@ -37,6 +42,7 @@ __all__ = [
     "Intervals",
     "LoopStats",
     "RankPart",
+    "Ranks",
     "SlowStep",
     "StageListener",
     "StageRecorder",

@@ -30,19 +30,20 @@ from typing import Any, Protocol
 from .._buffer import add_record
 from .._context import NODES, get_cell, new_cell
 from .._registry import Registry, check_registry, current_registry
-from .._snapshot import Snapshot
 from .._validate import check_int
 from .._warn import WarnOnce
 from ..names import HOOK, hook_series, step_series
 from ._account import Account, stage_account
 from ._batch import batch_size
 from ._intervals import Cuts, Intervals
+from ._merge import Merged, RankResult, Ranks, merge, not_merged
 from ._segments import Window
 from ._tags import take_tags
 from ._window import RankPart, SlowStep, StageWindow, keep_slowest
 
-Gather = Callable[[Any], Sequence[Any]]
-"""Every rank's object, in rank order (a ``torch.distributed.all_gather_object``); called once per
+Gather = Callable[[Any], Sequence[Any]] | Ranks
+"""Every rank's object, in rank order (a ``torch.distributed.all_gather_object``), or a ``Ranks``
+transport (``perfkit.torch.gather_ranks``: the merge bounded in time and bytes); called once per
 stage epoch on every rank, in the same order."""
 
 
@@ -92,20 +93,6 @@ class _Epoch:
     hook_nodes: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, kind) -> its node
 
 
-@dataclass(frozen=True)
-class _RankResult:
-    """What each rank contributes to a stage epoch's window (what ``gather`` carries)."""
-
-    rank: int
-    snapshot: Snapshot
-    wall_s: float
-    samples: int | None
-    slowest: tuple[SlowStep, ...]
-    account: Account
-    steps: int
-    step_mean_s: float
-
-
 class StageRecorder:
     """Stage epochs, steps and hook time of one training program, recorded once into ``registry``.
 
@@ -142,7 +129,7 @@ class StageRecorder:
             raise TypeError(f"batch_size_fn must be callable or None, got {batch_size_fn!r}")
         if sampler is not None and not callable(getattr(sampler, "sample_now", None)):
             raise TypeError(f"sampler must have a sample_now() method, got {sampler!r}")
-        if gather is not None and not callable(gather):
+        if gather is not None and not callable(gather) and not isinstance(gather, Ranks):
             raise TypeError(f"gather must be callable or None, got {gather!r}")
         check_int(rank, "rank")
         self.registry = registry or current_registry()
@@ -161,6 +148,7 @@ class StageRecorder:
         """The class name of each loader's dataset, by loader name (``val/1``), where whoever
         instruments the loaders knows it: a verdict about one of several loaders names it."""
         self._count_samples = True
+        self._merge_off = False  # a merge timed out: ranks are no longer merged (see ``_merge``)
         self._warn = WarnOnce()
         self.intervals: Intervals | None = None
         """When open stage epochs are cut into interval windows (None: never)."""
@@ -348,7 +336,7 @@ class StageRecorder:
         snapshot = state.window.close()
         wall = state.window.wall_s
         step = snapshot.get(step_series(state.stage))
-        mine = _RankResult(
+        mine = RankResult(
             rank=self.rank,
             snapshot=snapshot,
             wall_s=wall,
@@ -368,8 +356,8 @@ class StageRecorder:
             steps=step.count if step is not None else 0,
             step_mean_s=step.mean_s if step is not None else 0.0,
         )
-        ranks: list[_RankResult] = list(self.gather(mine)) if self.gather is not None else [mine]
-        merged = ranks[0].snapshot.merge(*(r.snapshot for r in ranks[1:])) if len(ranks) > 1 else snapshot
+        done = self._merge(mine)
+        ranks, merged = done.ranks, done.snapshot
         samples = [r.samples for r in ranks]
         slowest = heapq.nlargest(self.top_k_slowest, (s for r in ranks for s in r.slowest), key=_duration)
         return StageWindow(
@@ -386,7 +374,29 @@ class StageRecorder:
             else (),
             nested_s=state.nested_s,
             reference_s_per_sample=None if state.stage == "train" else self._reference(),
+            missing_ranks=done.missing,
         )
+
+    def _merge(self, mine: RankResult) -> Merged:
+        """Every rank's result: through ``gather`` when it is a ``Ranks`` transport (bounded in time
+        and bytes, see ``perfkit.stages._merge``), else the callable's list; this rank's alone
+        without one, or once a merge has timed out."""
+        assert mine.snapshot is not None
+        alone = Merged(mine.snapshot, (mine,))
+        if self.gather is None or self._merge_off:
+            return alone
+        if not isinstance(self.gather, Ranks):
+            results = tuple(self.gather(mine))
+            first = results[0].snapshot
+            assert first is not None
+            return Merged(first.merge(*(r.snapshot for r in results[1:] if r.snapshot is not None)), results)
+        done = merge(mine, self.gather)
+        if done is not None:
+            return done
+        self._merge_off = True
+        missing = self.gather.missing()
+        self._warn("merge", not_merged(self.gather, missing))
+        return Merged(mine.snapshot, (mine,), missing=missing)
 
     def _cut(self, state: _Epoch, cuts: Cuts) -> None:
         """End the open interval of ``state`` (its steps since the last cut) and publish its window;

@@ -72,7 +72,8 @@ class StageWindow:
     ``wall_s`` excludes other stages run inside it (validation inside a training epoch), whose
     time is ``nested_s``. ``loader`` names the loader series when it is not the stage's own
     (the sanity check reads validation's loader). ``ranks`` holds each rank's part when several
-    ranks took part, in rank order; ``account`` is then the mean over ranks.
+    ranks took part, in rank order; ``account`` is then the mean over ranks. ``missing_ranks``:
+    the ranks that did not answer the merge in time (the figures are then this rank's alone).
     ``reference_s_per_sample`` is training's time per sample, for the other stages' ratio.
     ``scope`` is ``epoch`` for a whole stage epoch, ``interval`` (or ``warmup``) for a piece of
     one still running, whose steps of the epoch are ``steps`` (first, last); an interval is this
@@ -93,6 +94,7 @@ class StageWindow:
     scope: str = "epoch"
     steps: tuple[int, int] | None = None
     verdicts: tuple[Verdict, ...] = ()
+    missing_ranks: tuple[int, ...] = ()
 
     @property
     def is_interval(self) -> bool:
@@ -127,6 +129,7 @@ class StageWindow:
             "account": self.account.to_dict(),
             "ranks": [{**asdict(r), "account": r.account.to_dict()} for r in self.ranks],
             "slowest": [asdict(s) for s in self.slowest],
+            **({"missing_ranks": list(self.missing_ranks)} if self.missing_ranks else {}),
             # an epoch's line is as it was before intervals existed
             **(
                 {
@@ -168,6 +171,7 @@ class StageWindow:
             scope=str(data.get("scope", "epoch")),
             steps=_steps(data.get("steps")),
             verdicts=tuple(Verdict.from_dict(v) for v in _list(data.get("verdicts"))),
+            missing_ranks=tuple(int(r) for r in _list(data.get("missing_ranks"))),
         )
 
 

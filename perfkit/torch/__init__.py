@@ -12,15 +12,18 @@ collate functions, ``section`` blocks in ``__getitem__``) into this process with
 batch: torch DataLoaders and their subclasses (instrumented in place, class untouched),
 accelerate's loaders, WebDataset's WebLoader, torchdata.nodes pipelines, any iterable.
 ``ProfilerWindows`` opens torch.profiler windows on chosen stage epochs and steps,
-and analyses their traces off the loop's thread. ``gather_ranks`` is the one collective per
-stage epoch that merges the ranks of a distributed job. ``autorun`` times every DataLoader
+and analyses their traces off the loop's thread. ``gather_ranks`` merges the ranks of a
+distributed job once per stage epoch, bounded in time and bytes (``TorchRanks(timeout_s=...)``
+for another timeout than its 300 s). ``autorun`` times every DataLoader
 iteration of the process with no code changed (what ``perfkit run`` starts).
 """
 
 from ._autorun import autorun
-from ._ddp import gather as gather_ranks
-from ._ddp import world_size
+from ._ddp import TorchRanks, world_size
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
 
-__all__ = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "world_size"]
+gather_ranks = TorchRanks()
+"""The merge of a distributed job's ranks (a ``perfkit.stages.Ranks`` transport; see ``TorchRanks``)."""
+
+__all__ = ["ProfilerWindows", "TorchRanks", "autorun", "gather_ranks", "instrument", "world_size"]
