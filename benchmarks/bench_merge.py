@@ -402,7 +402,8 @@ def modelled_table(line: dict[str, Any], cpu: dict[int, tuple[float, float, floa
     w, v, r, d = line["today_payload"], line["vectors"], line["row"], line["details"]
     print(
         f"\nmodel: result w = {kb(w)} (pickled, measured); fixed form: agree row a = {AGREE_BYTES} B, "
-        f"vectors V = {kb(v)} ({line['keys']} keys x ({BUCKETS} + 3 + 2) int64 + 1 float64), "
+        f"vectors V = {kb(v)} (per series 3 + {BUCKETS} int64, per tree path 3; per key 2 int64 "
+        "mins and 1 float64), "
         f"row r = {r:.0f} B, details d = {kb(d)} ({TOP_K} broadcast); "
         f"link {LINK_BYTES_PER_S / 1e9:.0f} GB/s, {STEP_LATENCY_S * 1e6:.0f} us per collective step, "
         "log2(N) steps per collective (recursive doubling / binomial tree; all_reduce: reduce-scatter "
