@@ -240,13 +240,23 @@ SECTION_MIN = 0.10
 def compute_bound(case: Case) -> Outcome:
     if step_series(case.stage) not in case.window.snapshot:
         return case.abstain(f"{display_name(step_series(case.stage))} (no step was timed)")
-    share = case.fraction("step")
+    account = case.window.account
+    # Under DDP the step holds each rank's wait for the others in the gradient all-reduce: where
+    # that was timed, it is not compute (a straggler's cost, STRAGGLER's to claim)
+    compute = account.compute_s()
+    if compute is None:
+        share = case.fraction("step")
+    else:
+        share = compute / account.wall_s if account.wall_s > 0 else 0.0
     if share < COMPUTE_MIN:
         return None
     sections = [s for s in rank_sections(case) if s.self_s / case.rank_wall_s >= SECTION_MIN]
-    if sections and sections[0].self_s >= 0.5 * case.window.account.seconds("step"):
+    if sections and sections[0].self_s >= 0.5 * account.seconds("step"):
         return None  # one section explains the step: SLOW_SECTION names it
     message = f"the step's own compute is {share:.0%} of the {stage_label(case.stage)} epoch"
+    if compute is not None and compute < account.seconds("step"):
+        wait = (account.seconds("step") - compute) / account.wall_s
+        message += f" (its {wait:.0%} waiting for the other ranks in the gradient all-reduce left out)"
     action = (
         "the loop is compute-bound: speed up the model (mixed precision, a larger batch, torch.compile) "
         "or time its parts with perfkit.section to see which one"

@@ -44,8 +44,10 @@ class _Straggler:
 
     @property
     def account_part(self) -> str:
-        """The account part whose seconds the verdict claims (compute is a piece of ``step``)."""
-        return STEP_PART if self.part == COMPUTE else self.part
+        """The account part whose seconds the verdict claims: where the ranks' sync waits were
+        timed, ``step``, whatever the straggler was slow in (the time the job loses is the other
+        ranks' wait in the all-reduce, inside their steps; compute is a piece of ``step`` too)."""
+        return STEP_PART if self.part == COMPUTE or self.waits is not None else self.part
 
 
 def _spent(ranks: tuple[RankPart, ...], waits: list[float] | None) -> list[tuple[str, list[float]]]:

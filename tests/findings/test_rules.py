@@ -182,6 +182,16 @@ def test_compute_bound_is_silent_below_half_the_epoch(epoch: Callable[[str], Epo
     assert judged("COMPUTE_BOUND", case(window)) == []  # 490 ms of 1 s
 
 
+def test_compute_bound_leaves_out_the_timed_wait_for_the_other_ranks(epoch: Callable[[str], Epoch]) -> None:
+    window = epoch("train").steps(*[100] * 8).window()  # 800 ms of steps in 1 s
+    waited = replace(window, account=replace(window.account, overlays={"sync_wait": 0.45}))
+    assert judged("COMPUTE_BOUND", case(waited)) == []  # 350 ms of compute: a straggler's wait, not the model
+    lighter = replace(window, account=replace(window.account, overlays={"sync_wait": 0.2}))
+    v = fires("COMPUTE_BOUND", case(lighter))
+    assert v.share == pytest.approx(0.600)
+    assert "its 20% waiting for the other ranks in the gradient all-reduce left out" in v.message
+
+
 def test_compute_bound_abstains_when_no_step_was_timed(epoch: Callable[[str], Epoch]) -> None:
     window = epoch("train").waits(10, 10).window()
     assert "train.step" in abstains("COMPUTE_BOUND", case(window))

@@ -1,4 +1,4 @@
-"""A two-process DDP fit over gloo in which rank 1 loads its data 3x slower than rank 0.
+"""A four-process DDP fit over gloo in which rank 2 loads its data 3x slower than the others.
 
     python ddp_straggler.py OUT_DIR
 
@@ -21,12 +21,15 @@ from perfkit_lightning import PerfMonitor
 from planted import TRUTH, Plan, Planted, Rows, fit  # type: ignore[import-not-found]
 
 
+SLOW, RANKS = 2, 4
+
+
 class RankRows(Rows):
-    """Rows whose loading takes 3x longer on rank 1."""
+    """Rows whose loading takes 3x longer on rank 2."""
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         rank = dist.get_rank() if dist.is_initialized() else 0
-        self.getitem_s = 0.009 if rank == 1 else 0.003
+        self.getitem_s = 0.009 if rank == SLOW else 0.003
         return super().__getitem__(i)
 
 
@@ -44,7 +47,7 @@ def main(out: str) -> None:
         out,
         [monitor],
         module=Uneven,
-        devices=2,
+        devices=RANKS,
         strategy="ddp",
         limit_val_batches=0,
     )
