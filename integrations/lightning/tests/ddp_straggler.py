@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from perfkit_lightning import PerfMonitor
 from planted import TRUTH, Plan, Planted, Rows, fit  # type: ignore[import-not-found]
 
-
 SLOW, RANKS = 2, 4
 
 

@@ -238,6 +238,7 @@ def test_non_numeric_tags_are_warned_about_once(tmp_path: Path) -> None:
             ValueError,
             "sample_interval_s must be a finite number in (0, 3600], got inf",
         ),
+        ({"merge_timeout_s": 0}, ValueError, "merge_timeout_s must be a finite number > 0.0, got 0"),
         ({"run_dir": 5}, TypeError, "run_dir must be a path or None, got 5"),
         ({"prefix": ""}, ValueError, "prefix must be a non-empty str"),
         ({"registry": "default"}, TypeError, "registry must be a perfkit.Registry"),

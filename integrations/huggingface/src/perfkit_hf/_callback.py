@@ -19,8 +19,9 @@ publishes each stage epoch. How the Trainer's loop maps onto perfkit's stage tim
 
 Metrics go through ``Trainer.log`` (every ``report_to`` tracker gets them), to the run
 directory (``OUTPUT_DIR/perfkit-run``) and to the ``sinks`` given; the console block of each
-stage epoch goes through ``logging``. Under ``accelerate launch`` the ranks are merged with
-one collective per stage epoch and the main process publishes.
+stage epoch goes through ``logging``. Under ``accelerate launch`` the ranks are merged at each
+stage epoch's end, bounded in time and bytes (``perfkit.torch.TorchRanks``), and the main
+process publishes.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ class PerfkitCallback(TrainerCallback):
     one pass, or an epoch still running after three minutes; steps are micro-batches).
     ``time_gradient_sync``: under DDP, time each rank's wait for the gradient all-reduce
     (``perfkit.torch.time_gradient_sync``), so STRAGGLER tells a rank's slow compute from the
-    ranks that wait for it.
+    ranks that wait for it. ``merge_timeout_s``: how long the ranks wait for each other at an
+    epoch's end to merge their windows; a rank later than that is named and the merge stops.
 
     >>> from perfkit_hf import PerfkitCallback
     >>> callback = PerfkitCallback(stages=("train", "val"), console=False)
@@ -106,6 +108,7 @@ class PerfkitCallback(TrainerCallback):
         interval_s: float | None = None,
         warmup_steps: int = 10,
         time_gradient_sync: bool = True,
+        merge_timeout_s: float = 300.0,
     ) -> None:
         self.stages = check_stages(stages, "stages")
         if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
@@ -121,6 +124,7 @@ class PerfkitCallback(TrainerCallback):
         self.sample_resources = bool(sample_resources)
         self.sample_interval_s = sample_interval_s
         self.time_gradient_sync = bool(time_gradient_sync)
+        self.ranks = perfkit.torch.TorchRanks(timeout_s=merge_timeout_s)
         self.registry = registry or perfkit.get_registry()
         self.sinks = check_sinks(sinks)
         self.recorder = StageRecorder(self.registry, top_k_slowest=top_k_slowest)
@@ -180,7 +184,7 @@ class PerfkitCallback(TrainerCallback):
         self._trainer = trainer
         self._undo.append(wrap_loaders(trainer, self._loader))
         if perfkit.torch.world_size() > 1:
-            self.recorder.gather = perfkit.torch.gather_ranks
+            self.recorder.gather = self.ranks
             self.recorder.rank = int(args.process_index)
         publish = bool(args.process_index == 0)
         sinks: list[Sink] = [_TrainerLog(trainer)]

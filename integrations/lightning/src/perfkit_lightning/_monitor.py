@@ -18,6 +18,7 @@ from lightning.pytorch import LightningModule, Trainer
 from torch.utils.data import DataLoader
 
 import perfkit
+import perfkit.torch
 from perfkit.checks import check_int, check_number
 from perfkit.monitor import StageMonitor
 from perfkit.names import RUN_DIR_NAME, STAGES
@@ -59,6 +60,8 @@ class PerfMonitor(PerfkitCallback):
     (``perfkit.torch.time_gradient_sync``, registered on the strategy's DDP model as the fit
     starts), so STRAGGLER tells a rank whose compute is slow from the ranks waiting for it; where
     the model already has a communication hook of its own, that hook is kept and perfkit says so.
+    ``merge_timeout_s``: how long the ranks wait for each other at an epoch's end to merge their
+    windows (``perfkit.torch.TorchRanks``); a rank later than that is named and the merge stops.
     ``trial=True`` runs a loader trial (``perfkit.trial``) on the train DataLoader as training
     starts, on global rank 0, within ``trial_budget_s`` seconds: each worker count's batches/s
     without the model, logged, and recorded in the run directory, where INPUT_BOUND's worker
@@ -92,6 +95,7 @@ class PerfMonitor(PerfkitCallback):
         interval_s: float | None = None,
         warmup_steps: int = 10,
         time_gradient_sync: bool = True,
+        merge_timeout_s: float = 300.0,
         trial: bool = False,
         trial_budget_s: float = 30.0,
         phases: Iterable[str] | None = None,
@@ -126,6 +130,7 @@ class PerfMonitor(PerfkitCallback):
         self.intervals = intervals_from(intervals, interval_steps, interval_s, warmup_steps)
         """When epochs are cut into interval windows (None: never)."""
         self.time_gradient_sync = bool(time_gradient_sync)
+        self.merge_timeout_s = check_number(merge_timeout_s, "merge_timeout_s")
         self.trial = bool(trial)
         self.trial_budget_s = check_number(trial_budget_s, "trial_budget_s")
         self._monitor: StageMonitor | None = None
@@ -154,6 +159,8 @@ class PerfMonitor(PerfkitCallback):
     def joined(self, trainer: Trainer, pl_module: LightningModule, driver: Driver) -> None:
         if self.intervals is not None:
             driver.recorder.intervals = self.intervals
+        if self.merge_timeout_s != perfkit.torch.gather_ranks.timeout_s:
+            driver.recorder.gather = perfkit.torch.TorchRanks(timeout_s=self.merge_timeout_s)
         sinks: list[Sink] = [*driver.logger_sinks()]
         if self.save_run and trainer.is_global_zero:
             sinks.append(driver.writer(self.run_path(driver), self.prefix))
