@@ -3,7 +3,8 @@
     python sketch_merge_job.py RANK WORLD PORT OUT MODE
 
 MODE: ``exact`` (every rank's whole window travels), ``sketched`` (``exact_max=1``: the fixed-size
-vectors), ``killed`` (sketched; the last rank exits as its last epoch begins, without a word).
+vectors), ``killed`` (sketched; the last rank exits as its last epoch begins, without a word),
+``oneoff`` (sketched; only rank 1 is slow, in epoch 1 alone).
 Rank r's loader sleeps ``DATA_S[r]`` per batch (rank 2 the longest: the straggler in every epoch),
 each step sleeps a planted time and, but in ``killed``, all-reduces a tensor (the gradient sync).
 Each rank writes OUT/clock_rankN.json: by its own clock, per epoch its wall time, its data wait
@@ -29,6 +30,12 @@ DATA_S = (0.002, 0.002, 0.012, 0.002)
 STEPS, EPOCHS = 12, 3
 
 
+def data_s(mode: str, rank: int, epoch: int) -> float:
+    if mode == "oneoff":
+        return DATA_S[2] if (rank, epoch) == (1, 1) else DATA_S[0]
+    return DATA_S[rank]
+
+
 def step_s(rank: int, i: int) -> float:
     """A spread of step times (1 to 6 ms), different on every rank, for the percentiles to span."""
     return 0.001 + 0.005 * (((i * 7 + rank * 3) % STEPS) / STEPS)
@@ -49,7 +56,7 @@ def main(rank: int, world: int, port: str, out: Path, mode: str) -> None:
 
             def batches() -> object:
                 for _ in range(STEPS):
-                    time.sleep(DATA_S[rank])
+                    time.sleep(data_s(mode, rank, epoch))
                     yield torch.ones(4)
 
             it = iter(w.iterate(batches()))

@@ -91,6 +91,16 @@ def test_four_ranks_merged_each_rank_as_its_own_clock_saw_it(tmp_path: Path, mod
 
 
 @pytest.mark.slow
+def test_a_rank_slow_in_one_epoch_of_three_is_a_one_off(tmp_path: Path) -> None:
+    run_job(tmp_path, "oneoff")
+    (straggler,) = [v for v in diagnose(read_run(tmp_path / "run")).verdicts if v.kind == "STRAGGLER"]
+    assert straggler.subject == "rank 1"
+    assert "in an earlier epoch (epoch 1" in straggler.message
+    assert "slowest once in 3 epochs" in straggler.message
+    assert straggler.action.startswith("a one-off on rank 1")
+
+
+@pytest.mark.slow
 def test_a_rank_that_dies_is_named_and_costs_the_others_the_timeout(tmp_path: Path) -> None:
     clocks, took = run_job(tmp_path, "killed")
     assert len(clocks) == WORLD - 1  # the last rank never wrote its clock
