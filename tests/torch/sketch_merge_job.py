@@ -54,12 +54,12 @@ def main(rank: int, world: int, port: str, out: Path, mode: str) -> None:
         with perfkit.window("train", epoch=epoch, run=run, gather=ranks) as w:
             t_epoch = time.perf_counter()
 
-            def batches() -> object:
+            def batches(sleep_s: float) -> object:
                 for _ in range(STEPS):
-                    time.sleep(data_s(mode, rank, epoch))
+                    time.sleep(sleep_s)
                     yield torch.ones(4)
 
-            it = iter(w.iterate(batches()))
+            it = iter(w.iterate(batches(data_s(mode, rank, epoch))))
             for i in range(STEPS):
                 t0 = time.perf_counter()
                 batch = next(it)
