@@ -411,7 +411,8 @@ def test_a_rank_slow_to_get_its_data_is_named_for_its_data_even_where_waits_are_
         account=replace(window.ranks[2].account, parts={**window.ranks[2].account.parts, "data_wait": 0.35}),
     )
     v = fires("STRAGGLER", case(replace(window, ranks=(*window.ranks[:2], slow))))
-    assert (v.subject, v.part) == ("rank 2", "data_wait")
+    # named for its data; the seconds it claims are the other ranks' wait, inside their steps
+    assert (v.subject, v.part) == ("rank 2", "step")
     assert "its data loading" in v.message
     assert "ranks 0, 1 wait for it in the gradient all-reduce" in v.message
 
