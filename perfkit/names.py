@@ -159,6 +159,19 @@ TORCH_THREADS = "process.torch_threads"
 """torch's intra-op thread count (``torch.get_num_threads()``) when a loader started."""
 USABLE_CORES = "system.usable_cores"
 """The cores this process may run on (its CPU affinity) when a loader started."""
+MEMORY_AVAILABLE = "system.memory_available_mb"
+"""The host's memory still available to new processes (psutil's ``available``), every sample."""
+WORKERS_USS = "workers.uss_mb"
+"""The DataLoader workers' own memory (USS) summed; each worker's is ``worker_uss_gauge``."""
+
+
+def worker_uss_gauge(index: int) -> str:
+    """The own memory (USS: the pages no other process shares) of the ``index``-th child process.
+
+    >>> worker_uss_gauge(0)
+    'worker0.uss_mb'
+    """
+    return f"worker{index}.uss_mb"
 
 
 def hook_series(stage: str, owner: str, kind: str = HOOK) -> str:

@@ -123,8 +123,8 @@ def where_validation_time_went(run: RunData) -> str:
     if needed is not None and workers is not None:
         out.append(
             f"  workers: {val.metric('worker_batch_ms_mean') or 0:.0f} ms per batch in a worker: "
-            f"{int(needed)} worker{'s' if needed > 1 else ''} would keep validation from waiting "
-            f"({int(workers)} now, {int(val.metric('worker_cores') or 1)} core(s) free for workers)"
+            f"{int(needed)} worker{'s' if needed > 1 else ''} would match validation's pace, each on a core "
+            f"of its own ({int(workers)} now; within the cores and memory: the INPUT_BOUND verdict)"
         )
     ratio = val.metric("time_per_sample_vs_train_ratio")
     if ratio is not None:

@@ -14,6 +14,7 @@ from typing import Any
 from .._rule import Verdict
 from ..names import TORCH_THREADS, setting_gauge, step_series
 from ..stages import StageWindow
+from ._gain import NOT_SETTINGS
 
 
 def advice_followed(
@@ -24,8 +25,8 @@ def advice_followed(
     if v is None or v.stage not in a or v.stage not in b:
         return ""
     set_in_b = _settings(b[v.stage][-1], v.change)
-    wanted = ", ".join(f"{k}={val}" for k, val in v.change.items() if k != "loader")
-    missing = [k for k, val in v.change.items() if k != "loader" and set_in_b.get(k) != float(val)]
+    wanted = ", ".join(f"{k}={val}" for k, val in v.change.items() if k not in NOT_SETTINGS)
+    missing = [k for k, val in v.change.items() if k not in NOT_SETTINGS and set_in_b.get(k) != float(val)]
     if missing:
         seen = ", ".join(f"{k}={set_in_b[k]:g}" if k in set_in_b else f"{k} not recorded" for k in missing)
         return f"run A's {v.kind} proposed {wanted}; run B did not make it ({seen})"
@@ -41,7 +42,7 @@ def advice_followed(
 def _settings(w: StageWindow, change: Mapping[str, Any]) -> dict[str, float]:
     loader = str(change.get("loader", w.loader_name))
     out = {}
-    for key in change:
+    for key in (k for k in change if k not in NOT_SETTINGS):
         name = TORCH_THREADS if key == "torch_threads" else setting_gauge(loader, key)
         g = w.snapshot.gauges.get(name)
         if g is not None:

@@ -15,6 +15,15 @@ computing, no worker count is proposed: the workers would steal the model's core
 2 workers for a cheap loader made an epoch 2.4x slower). Where the low end is under
 ``NOISE``, nothing is proposed either: the verdict says the change would not beat the noise.
 
+Memory bounds the count too: a new worker holds about as much of its own memory (USS: a forked
+worker's RSS counts the pages it shares with the parent) as the largest one running, or as a
+trial's workers held; the least memory the host had free in the epoch
+(``system.memory_available_mb``) must hold the added workers with ``MEMORY_SPARE`` of it left
+over. The sampler reads USS once a second, not every sample (``memory_full_info`` walks the
+process's whole page map: 475 µs a worker measured here on a small forked worker, against 9 µs
+for RSS), so a proposal rests on the epoch's largest USS per worker. Where memory binds, the proposal says so
+and its change carries the ``reason``.
+
     >>> f = LoaderFacts("train", steps=100, wall_s=2.0, wait_s=0.015, loop_s=0.005, batch_s=0.015,
     ...                 batch_cpu_s=0.0, loop_cpu_s=0.005, workers=0, cores=2)
     >>> p = propose_workers(f, share=0.75)
@@ -31,6 +40,7 @@ from typing import Any
 
 from .._units import format_seconds
 from ..names import (
+    MEMORY_AVAILABLE,
     TORCH_THREADS,
     USABLE_CORES,
     fetch_cpu_gauge,
@@ -39,6 +49,7 @@ from ..names import (
     setting_gauge,
     wait_cpu_gauge,
     wait_series,
+    worker_uss_gauge,
 )
 from ._case import Case, loop_s_per_batch
 
@@ -53,6 +64,10 @@ START_S = 0.15
 NOISE = 0.02
 """A change whose low end saves less than this fraction of the epoch is not proposed: run-to-run
 noise on a loaded machine is of that size."""
+MEMORY_SPARE = 0.5
+"""The share of the host's least free memory that added workers may not take: a worker's own memory
+grows as it touches the parent's pages (copy-on-write), and the model, the page cache and the
+other processes need room too."""
 COMPUTES = 0.5
 """A batch whose CPU time is at least this fraction of its wall time is made by computing: its
 workers need cores of their own."""
@@ -74,6 +89,8 @@ class LoaderFacts:
     cores: int  # the cores the process may use
     torch_threads: int | None = None
     persistent: bool | None = None
+    worker_mb: float | None = None  # one worker's own memory (USS), the largest seen (None: not read)
+    free_mb: float | None = None  # the host's least free memory in the epoch (None: not sampled)
 
     @property
     def model_cores(self) -> float:
@@ -91,6 +108,18 @@ class LoaderFacts:
     def free_cores(self) -> float:
         """Cores the model's threads leave free for workers."""
         return max(0.0, self.cores - self.model_cores)
+
+    @property
+    def memory_workers(self) -> int | None:
+        """The most workers the free memory holds (those running, whose memory is already taken,
+        and as many more as fit in what ``MEMORY_SPARE`` leaves); None when either is unknown."""
+        if self.worker_mb is None or self.free_mb is None or self.worker_mb <= 0:
+            return None
+        return self.workers + math.floor(self.free_mb * (1 - MEMORY_SPARE) / self.worker_mb + 1e-9)
+
+
+NOT_SETTINGS = ("loader", "reason")
+"""The keys of a change that say which loader and why, not what to set."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +152,7 @@ def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
     cores = _gauge(g, USABLE_CORES)
     threads = _gauge(g, TORCH_THREADS)
     persistent = _gauge(g, setting_gauge(loader, "persistent_workers"))
+    free = g.get(MEMORY_AVAILABLE)
     return LoaderFacts(
         loader=loader,
         steps=steps,
@@ -136,7 +166,25 @@ def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
         cores=int(cores) if cores is not None else case.cores + 1,
         torch_threads=int(threads) if threads is not None else None,
         persistent=None if persistent is None else bool(persistent),
+        worker_mb=_worker_mb(case),
+        free_mb=None if free is None else float(free.min),
     )
+
+
+def _worker_mb(case: Case) -> float | None:
+    """One worker's own memory: the largest any worker of the epoch held (the sampler's USS), else
+    the largest a loader trial's workers held; None where neither was read."""
+    g, n = case.window.snapshot.gauges, 0
+    seen = []
+    while worker_uss_gauge(n) in g:
+        seen.append(float(g[worker_uss_gauge(n)].max))
+        n += 1
+    if not seen:
+        trial = [
+            s.worker_uss_mb for t in case.trials if t.loader == case.window.loader_name for s in t.settings
+        ]
+        seen = [mb for mb in trial if mb is not None]
+    return max(seen, default=None)
 
 
 def _gauge(gauges: Mapping[str, Any], name: str) -> float | None:
@@ -171,7 +219,7 @@ def gain(
     return (max(0.0, min(low, high)), max(0.0, high))
 
 
-def max_workers(f: LoaderFacts) -> int:
+def core_workers(f: LoaderFacts) -> int:
     """The most workers the cores allow: computing ones need a free core each; waiting ones (disk,
     network, sleep) need little CPU, up to twice the cores."""
     if f.computes:
@@ -179,14 +227,26 @@ def max_workers(f: LoaderFacts) -> int:
     return 2 * f.cores
 
 
+def max_workers(f: LoaderFacts) -> int:
+    """The most workers the cores and the free memory allow."""
+    memory = f.memory_workers
+    return core_workers(f) if memory is None else min(core_workers(f), memory)
+
+
+def memory_binds(f: LoaderFacts, wanted: int) -> bool:
+    """Whether the free memory, more than the cores, keeps the count under ``wanted``."""
+    memory = f.memory_workers
+    return memory is not None and memory < wanted and memory < core_workers(f)
+
+
 def propose_workers(f: LoaderFacts, share: float) -> Proposal:
-    """The smallest worker count that keeps up with the loop (as many as the cores allow), its
-    gain, or why none is proposed."""
+    """The smallest worker count that keeps up with the loop (as many as the cores and the memory
+    allow), its gain, or why none is proposed."""
     cap = max_workers(f)
     keeps_up = math.ceil(f.batch_s / f.loop_s - 1e-9) if f.loop_s > 0 else cap
     k = min(max(keeps_up, f.workers + 1), cap)
     if k <= f.workers:
-        return Proposal(said=_no_core(f))
+        return Proposal(said=_no_memory(f) if memory_binds(f, f.workers + 1) else _no_core(f))
     starts = not f.persistent
     low, high = gain(f, k, share, starts=False)
     if low < NOISE:
@@ -194,12 +254,28 @@ def propose_workers(f: LoaderFacts, share: float) -> Proposal:
     change: dict[str, Any] = {"loader": f.loader, "num_workers": k}
     if starts:  # a pool started once; every epoch would otherwise pay its start
         change["persistent_workers"] = True
-    bound = "keep up with the loop" if k >= keeps_up else f"are all that {f.cores} cores allow"
+    one = k == 1
+    if k >= keeps_up:
+        bound = f"keep{'s' if one else ''} up with the loop"
+    elif memory_binds(f, keeps_up):
+        bound = f"{'is' if one else 'are'} all that the free memory holds ({memory_words(f)})"
+        change["reason"] = f"memory: {memory_words(f)}"
+    else:
+        bound = f"{'is' if one else 'are'} all that {f.cores} cores allow"
     said = (
-        f"{k} worker{'s' if k > 1 else ''} {bound} ({format_seconds(f.batch_s)} a batch against "
+        f"{k} worker{'' if one else 's'} {bound} ({format_seconds(f.batch_s)} a batch against "
         f"{format_seconds(f.loop_s)} of loop time{_cpu_words(f)})"
     )
     return Proposal(change, (low, high), said)
+
+
+def memory_words(f: LoaderFacts) -> str:
+    """The memory bound in words: ``700 MB a worker (USS) against 2,000 MB free at the least, half
+    of it kept spare``."""
+    return (
+        f"{f.worker_mb or 0:,.0f} MB a worker (USS) against {f.free_mb or 0:,.0f} MB free at the least, "
+        f"{MEMORY_SPARE:.0%} of it kept spare"
+    )
 
 
 def _cpu_words(f: LoaderFacts) -> str:
@@ -214,6 +290,13 @@ def _no_core(f: LoaderFacts) -> str:
         f"no change to the workers is proposed: the model's threads keep {f.model_cores:.1f} of "
         f"{f.cores} cores busy and a batch is made by computing{_cpu_words(f)}, so more workers would "
         "take their cores from the model: the cores, not the worker count, are the limit"
+    )
+
+
+def _no_memory(f: LoaderFacts) -> str:
+    return (
+        f"no change to the workers is proposed: another worker would not fit in memory ({memory_words(f)}): "
+        "memory, not the worker count, is the limit"
     )
 
 

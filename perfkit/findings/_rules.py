@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from .._rule import Outcome, Rule, Verdict, kinds
 from .._units import format_seconds
-from ..names import display_name, loader_label, stage_label, step_series, wait_series
+from ..names import MEMORY_AVAILABLE, display_name, loader_label, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, rank_sections, workers
 from ._contention import CONTENTION_MIN, contention
@@ -29,7 +29,7 @@ from ._rules_hooks import (
     slow_logger,
 )
 from ._rules_ranks import STRAGGLER_MIN, straggler
-from ._worker_advice import worker_advice
+from ._worker_advice import running_workers, worker_advice
 
 
 def _ms(seconds: float) -> str:
@@ -119,29 +119,12 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
         message += f", {share_of_batch:.0%} of it in {display_name(w.top_section.name)}"
         evidence["top_worker_section_fraction"] = share_of_batch
     needed = workers_needed(w.batch_s, loop_s) if loop_s else None
-    advice = Proposal()  # no change proposed unless the workers are short
-    if needed is None:
-        action = "make each batch cheaper to produce"
-    elif needed <= w.count:
-        action = (
-            f"{w.count} workers should keep up ({needed} needed at {_ms(w.batch_s)} a batch against "
-            f"{_ms(loop_s or 0)} of loop time): the wait comes from elsewhere (moving batches between "
-            "processes, pinning memory)"
-        )
-    else:
+    if needed is not None:
         evidence["workers_needed"] = float(needed)
-        section = f" ({display_name(w.top_section.name)})" if w.top_section is not None else ""
-        action = (
-            f"{needed} workers would be needed but only {case.cores} core(s) are free for workers: the "
-            f"cores, not the worker count, are the limit; make the per-batch work{section} cheaper"
-        )
-        if needed <= case.cores:
-            action = f"raise num_workers from {w.count} to {needed}"
-        advice = _advice(case, loader, waiting, share, action)
-        if advice.change or advice.said != action:
-            action = (
-                advice.said if advice.change else f"{advice.said}; make the per-batch work{section} cheaper"
-            )
+    advice = running_workers(case, loader, waiting, share, w.count, w.batch_s)
+    action = advice.said
+    if not advice.change and w.top_section is not None:
+        action = action.replace("per-batch work", f"per-batch work ({display_name(w.top_section.name)})")
     return case.verdict(
         share,
         message,
@@ -437,7 +420,7 @@ def _memories(case: Case, host_mb_per_epoch: float, epochs: int) -> list[tuple[s
     the epoch). Host RAM from the sampler's free memory; each GPU from NVML's used and total."""
     now, then = case.window.snapshot.gauges, case.history[0].snapshot.gauges
     out = []
-    free = now.get("system.memory_available_mb")
+    free = now.get(MEMORY_AVAILABLE)
     if free is not None and host_mb_per_epoch > 0:
         out.append(("in host memory", host_mb_per_epoch, free.min))
     for name, used in now.items():

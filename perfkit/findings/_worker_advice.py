@@ -17,8 +17,21 @@ from typing import Any
 
 from .._loader_trial import TrialResult
 from .._units import format_seconds
-from ._case import Case
-from ._gain import NOISE, LoaderFacts, Proposal, facts, gain, gain_words, max_workers, propose_workers
+from ..stages import workers_needed
+from ._case import Case, loop_s_per_batch
+from ._gain import (
+    NOISE,
+    NOT_SETTINGS,
+    LoaderFacts,
+    Proposal,
+    facts,
+    gain,
+    gain_words,
+    max_workers,
+    memory_binds,
+    memory_words,
+    propose_workers,
+)
 
 
 def worker_advice(case: Case, waiting_s: float, share: float, otherwise: str) -> Proposal:
@@ -32,9 +45,40 @@ def worker_advice(case: Case, waiting_s: float, share: float, otherwise: str) ->
     if not p.change:
         return p
     weight = case.stage_wall_s / case.run_wall_s if case.run_wall_s > 0 else 1.0
-    settings = ", ".join(f"{k}={v}" for k, v in p.change.items() if k != "loader")
+    settings = ", ".join(f"{k}={v}" for k, v in p.change.items() if k not in NOT_SETTINGS)
     said = f"set {settings} on the {f.loader} DataLoader: {p.said}; {gain_words(p.gain, weight)}"
     return Proposal(p.change, p.gain, said)
+
+
+def running_workers(
+    case: Case, loader: str, waiting_s: float, share: float, count: int, batch_s: float
+) -> Proposal:
+    """INPUT_BOUND's action for a loader whose batches ``count`` workers make in ``batch_s`` each:
+    the one account of what workers would do, that every output repeats. Workers that keep up by
+    count and have the cores (and memory) to run send the search elsewhere; otherwise the gain
+    model's proposal, or its one reason for none (cores, memory, noise). Never a count that keeps
+    up beside a sentence saying the cores are the limit."""
+    loop_s = loop_s_per_batch(case)
+    needed = workers_needed(batch_s, loop_s) if loop_s else None
+    if needed is None:
+        return Proposal(said="make each batch cheaper to produce")
+    f = facts(case, waiting_s) if loader == case.window.loader_name else None
+    cap = max_workers(f) if f is not None else case.cores
+    pace = f"{format_seconds(batch_s)} a batch against {format_seconds(loop_s or 0)} of loop time"
+    if needed <= count and needed <= cap:
+        return Proposal(
+            said=f"{count} workers keep up ({needed} needed at {pace}): the wait comes from elsewhere "
+            "(moving batches between processes, pinning memory)"
+        )
+    if f is None:  # a run recorded without the CPU split: the cores left beside the loop are all we know
+        if needed > case.cores:
+            return Proposal(
+                said=f"only {case.cores} core(s) are free for workers ({pace}): the cores, not the worker "
+                "count, are the limit; make the per-batch work cheaper"
+            )
+        return Proposal(said=f"raise num_workers from {count} to {needed} ({pace})")
+    p = worker_advice(case, waiting_s, share, "")
+    return p if p.change else Proposal(said=f"{p.said}; make the per-batch work cheaper")
 
 
 def propose_measured(f: LoaderFacts, trial: TrialResult, share: float) -> Proposal:
@@ -69,6 +113,9 @@ def propose_measured(f: LoaderFacts, trial: TrialResult, share: float) -> Propos
     if not f.persistent:  # a pool started once; every epoch would otherwise pay its start
         change["persistent_workers"] = True
     bound = "keep up with the loop" if keeping else "are the fastest a trial of the loader found"
+    if not keeping and memory_binds(f, max(rates) if rates else k):
+        bound = f"are all that the free memory holds ({memory_words(f)})"
+        change["reason"] = f"memory: {memory_words(f)}"
     said = (
         f"{k} worker{'s' if k > 1 else ''} {bound} (measured alone: {rates[k]:.0f} batches/s against the "
         f"{_rate(need)} the loop consumes, one batch every {format_seconds(f.loop_s)}; the model's own "
@@ -83,8 +130,12 @@ def _rate(need: float) -> str:
 
 def _none_faster(f: LoaderFacts, now: float | None) -> str:
     at = "" if now is None else f" ({now:.0f} batches/s at {f.workers})"
+    within = (
+        f"the free memory allows ({memory_words(f)})"
+        if memory_binds(f, f.workers + 1)
+        else f"the {f.cores} cores allow beside the model"
+    )
     return (
         f"no change to the workers is proposed: a trial of the loader alone found no setting faster than "
-        f"{f.workers} worker{'s' if f.workers != 1 else ''}{at} within the {max_workers(f)} the {f.cores} "
-        "cores allow beside the model"
+        f"{f.workers} worker{'s' if f.workers != 1 else ''}{at} within the {max_workers(f)} {within}"
     )

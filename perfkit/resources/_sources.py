@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from .._warn import WarnOnce
+from ..names import MEMORY_AVAILABLE, WORKERS_USS, worker_uss_gauge
 
 _MB = 1024 * 1024
 
@@ -175,7 +176,7 @@ class ProcessSource:
             "process.cpu_percent": proc.cpu_percent(None),
             "system.memory_percent": system.percent,
             # what the process could still grow into: MEMORY_GROWTH's projection reads its least
-            "system.memory_available_mb": system.available / _MB,
+            MEMORY_AVAILABLE: system.available / _MB,
         }
         total = 0.0
         alive = 0
@@ -211,10 +212,10 @@ class ProcessSource:
             except Exception as exc:  # a platform without it: RSS stays
                 warn(f"process.full:{type(exc).__name__}", f"perfkit: cannot read a child's USS: {exc!r}")
                 return {}
-            out[f"worker{i}.uss_mb"] = full.uss / _MB
+            out[worker_uss_gauge(i)] = full.uss / _MB
             uss += full.uss / _MB
             pss += getattr(full, "pss", 0) / _MB
-        out["workers.uss_mb"] = uss
+        out[WORKERS_USS] = uss
         if pss:
             out["workers.pss_mb"] = pss
         return out

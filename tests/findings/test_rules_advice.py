@@ -89,3 +89,27 @@ def test_a_cheap_loader_gets_no_workers_that_would_cost_what_they_save() -> None
     )
     assert p.change == {}
     assert "would cost about as much as they save on 2 cores" in p.said
+
+
+# ---- the memory bound: each added worker's own memory (USS) against the least free -----------------
+
+
+def test_a_proposal_adds_no_more_workers_than_half_the_free_memory_holds() -> None:
+    """3 workers keep up; 700 MB each in half of 2,000 MB free holds one: one is proposed, and the
+    change says memory is why."""
+    p = propose_workers(facts(worker_mb=700.0, free_mb=2000.0), share=0.75)
+    assert p.change["num_workers"] == 1
+    assert str(p.change["reason"]).startswith("memory: 700 MB a worker (USS) against 2,000 MB free")
+    assert "1 worker is all that the free memory holds" in p.said
+
+
+def test_no_worker_is_proposed_where_not_one_more_fits_in_memory() -> None:
+    p = propose_workers(facts(worker_mb=700.0, free_mb=1000.0), share=0.75)
+    assert p.change == {}
+    assert "memory, not the worker count, is the limit" in p.said
+
+
+def test_plenty_of_free_memory_leaves_the_proposal_as_the_cores_and_the_loop_make_it() -> None:
+    roomy = propose_workers(facts(worker_mb=700.0, free_mb=64_000.0), share=0.75)
+    assert roomy == propose_workers(facts(), share=0.75)  # memory not read: no bound from it either
+    assert roomy.change == {"loader": "train", "num_workers": 3, "persistent_workers": True}

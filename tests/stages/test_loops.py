@@ -56,7 +56,8 @@ def test_workers_needed_from_worker_time_and_loop_time(reg: Registry, clock: Fak
     assert stats is not None
     assert (stats.worker_mean_s, stats.workers, stats.workers_needed) == (pytest.approx(0.040), 1, 4)
     text = perfkit.report(reg.snapshot())
-    assert "4 workers would keep it from waiting (1 now)" in text
+    assert "a batch costs a worker 4.0 loop turns, 1 worker now" in text
+    assert "keep" not in text  # no count that keeps up: that is the verdict's, which weighs the cores
 
 
 def test_enough_workers_keep_up(reg: Registry, clock: FakeClock) -> None:
@@ -66,7 +67,7 @@ def test_enough_workers_keep_up(reg: Registry, clock: FakeClock) -> None:
     stats = loop_stats(reg.snapshot(), "train")
     assert stats is not None
     assert (stats.workers, stats.workers_needed) == (2, 2)
-    assert "2 worker(s) keep up (2 needed)" in perfkit.report(reg.snapshot())
+    assert "a batch costs a worker 1.5 loop turns, 2 workers now" in perfkit.report(reg.snapshot())
 
 
 def test_a_loop_without_turns_has_no_stats(reg: Registry) -> None:

@@ -117,15 +117,12 @@ def _data_line(metrics: Mapping[str, float], p: str, stalled: Mapping[str, float
         if each:  # several loaders: each one's own figure, never only their average
             text += " (" + ", ".join(f"loader {k.split('/')[-2]} {metrics[k]:.1f} ms" for k in each) + ")"
         parts.append(text)
-    if f"{p}/worker_batch_ms_mean" in metrics:
-        text = f"workers take {metrics[f'{p}/worker_batch_ms_mean']:.1f} ms per batch"
-        if f"{p}/workers_needed" in metrics:
-            needed = int(metrics[f"{p}/workers_needed"])
-            text += f": {needed} needed, {int(metrics[f'{p}/workers'])} now"
-            cores = int(metrics.get(f"{p}/worker_cores", needed))
-            if needed > cores:
-                text += f" (only {cores} core(s) free for workers: the cores are the limit)"
-        parts.append(text)
+    if f"{p}/worker_batch_ms_mean" in metrics:  # what more workers would do is the verdict's to say
+        n = int(metrics.get(f"{p}/workers", 0))
+        workers = (
+            f"{metrics[f'{p}/worker_batch_ms_mean']:.1f} ms per batch ({n} worker{'s' if n != 1 else ''})"
+        )
+        parts.append("workers take " + workers)
     if stalled:
         top = sorted(stalled.items(), key=lambda kv: -kv[1])[:2]
         parts.append(

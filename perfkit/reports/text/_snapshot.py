@@ -133,6 +133,10 @@ def _workers_line(loop: LoopStats) -> str:
     )
     if loop.workers_needed is None:
         return head + "the loop does no work of its own to hide the fetch behind"
-    if loop.workers and loop.workers_needed <= loop.workers:
-        return head + f"{loop.workers} worker(s) keep up ({loop.workers_needed} needed)"
-    return head + f"{loop.workers_needed} workers would keep it from waiting ({loop.workers or 0} now)"
+    n = loop.workers or 0
+    turns = loop.worker_mean_s / loop.loop_mean_s
+    # A count here would ignore the cores and memory: what more workers would do is INPUT_BOUND's.
+    return head + (
+        f"a batch costs a worker {turns:.1f} loop turns, {n} worker{'s' if n != 1 else ''} now "
+        "(what more would do, within the cores and memory: the INPUT_BOUND verdict)"
+    )
