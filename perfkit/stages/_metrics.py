@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from .._loops import worker_count, workers_needed
+from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
 from ..names import (
@@ -58,10 +58,14 @@ def stage_prefix(stage: str, prefix: str = "perf") -> str:
     return metric_key(prefix, stage)
 
 
-def stage_metrics(window: StageWindow, *, prefix: str = "perf", user_series: bool = True) -> dict[str, float]:
-    """Flat metrics of one stage epoch. ``workers_needed`` is a measurement (the workers whose
-    batches would come as fast as the loop asks, each on a core of its own), not advice: what more
-    workers would do, within the cores and memory, is the INPUT_BOUND verdict's to say.
+def stage_metrics(
+    window: StageWindow, *, prefix: str = "perf", user_series: bool = True, cores: int | None = None
+) -> dict[str, float]:
+    """Flat metrics of one stage epoch. ``workers_needed`` and ``worker_cores`` are measurements
+    (the workers whose batches would come as fast as the loop asks, each on a core of its own; the
+    cores free for workers, ``cores`` or by default the cores this process may use less one for the
+    loop), not advice: what more workers would do, within the cores and memory, is the INPUT_BOUND
+    verdict's to say.
 
     >>> import perfkit
     >>> from perfkit.stages import Account, StageWindow
@@ -84,7 +88,7 @@ def stage_metrics(window: StageWindow, *, prefix: str = "perf", user_series: boo
         out.update(_timing(f"{p}/optimizer_step", optimizer))
         out[f"{p}/optimizer_steps"] = float(optimizer.count)
     out.update(_account(window, p))
-    out.update(_data(snap, window, p, step))
+    out.update(_data(snap, window, p, step, cores or cores_for_workers()))
     if window.samples and window.wall_s > 0:
         out[f"{p}/samples"] = float(window.samples)
         out[f"{p}/samples_per_s"] = window.samples / window.wall_s
@@ -138,7 +142,7 @@ _SUBJECT_KEYS = {
 """The account's subjects logged one by one, and the word of their keys (``perf/train/time/logger/X_s``)."""
 
 
-def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None) -> dict[str, float]:
+def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores: int) -> dict[str, float]:
     out: dict[str, float] = {}
     loader = window.loader_name
     a = window.account
@@ -166,6 +170,7 @@ def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None) -> di
         needed = workers_needed(fetch.mean_s, loop_s) if loop_s is not None else None
         if needed is not None:
             out[f"{p}/workers_needed"] = float(needed)
+            out[f"{p}/worker_cores"] = float(cores)
     return out
 
 

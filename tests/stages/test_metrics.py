@@ -74,7 +74,7 @@ def test_workers_needed_from_worker_time_per_batch(reg: Registry, clock: FakeClo
     record(reg, clock, "train.step", [10, 10])
     record(reg, clock, "train.data.fetch", [35, 35])  # made in this process: worker None, so 0 workers
     # The loop asks for a batch every 10 ms (no wait, nothing but the steps): 35 / 10 -> 4 workers.
-    m = stage_metrics(stage_window("train", 0, reg.snapshot(), wall_s=0.02))
+    m = stage_metrics(stage_window("train", 0, reg.snapshot(), wall_s=0.02), cores=8)
     assert (m["perf/train/workers_needed"], m["perf/train/workers"]) == (4.0, 0.0)
 
 
@@ -84,20 +84,17 @@ def test_workers_needed_counts_everything_the_loop_does_between_batches(
     record(reg, clock, "train.step", [10, 10])
     record(reg, clock, "train.data.fetch", [35, 35])
     # 100 ms for 2 batches without waiting: the loop asks every 50 ms, one worker keeps up.
-    m = stage_metrics(stage_window("train", 0, reg.snapshot(), wall_s=0.1))
+    m = stage_metrics(stage_window("train", 0, reg.snapshot(), wall_s=0.1), cores=8)
     assert m["perf/train/workers_needed"] == 1.0
 
 
-def test_workers_needed_is_a_measurement_and_the_cores_are_left_to_the_verdict(
-    reg: Registry, clock: FakeClock
-) -> None:
-    """The metrics log the count that matches the loop's pace, and no second notion of the cores
-    free for workers: within the cores and memory, what workers would do is INPUT_BOUND's."""
+def test_workers_needed_beyond_the_cores_is_said_beside_them(reg: Registry, clock: FakeClock) -> None:
+    """4 workers needed, 2 cores free for them: both numbers, measurements for dashboards (what
+    more workers would do within the cores and memory is the INPUT_BOUND verdict's to say)."""
     record(reg, clock, "train.step", [10, 10])
     record(reg, clock, "train.data.fetch", [35, 35])
-    m = stage_metrics(stage_window("train", 0, reg.snapshot(), wall_s=0.02))
-    assert m["perf/train/workers_needed"] == 4.0
-    assert "perf/train/worker_cores" not in m
+    m = stage_metrics(stage_window("train", 0, reg.snapshot(), wall_s=0.02), cores=2)
+    assert (m["perf/train/workers_needed"], m["perf/train/worker_cores"]) == (4.0, 2.0)
 
 
 def test_user_series_are_reported_and_the_stages_own_are_not(reg: Registry, clock: FakeClock) -> None:
