@@ -141,6 +141,11 @@ class ScriptWindow:
     ) -> None:
         for loop in self._loops:  # a loop left by break or by an exception ends its last step now
             loop.close()
+        # The window is done with the user's loaders: held on, they would live as long as the
+        # window, and a DataLoader iterator freed by the cycle collector (not as the loop ends)
+        # waits 5 s for each persistent worker before torch terminates it.
+        self._loops.clear()
+        self._sources.clear()
         shared = self._shared
         if shared is None:
             return
@@ -151,6 +156,7 @@ class ScriptWindow:
         finally:
             gone = (publish, *self.listeners, *([self._sender] if self._sender is not None else []))
             shared.recorder.listeners[:] = [x for x in shared.recorder.listeners if x not in gone]
+            self._sender = None  # it points back at this window: no cycle left for the collector
 
     def _publish(self, window: StageWindow, shared: _Shared) -> None:
         self.window = window

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,6 +196,27 @@ def test_a_loop_left_by_break_keeps_its_steps(clock: FakeClock, reg: perfkit.Reg
                 break
     assert w.metrics["perf/val/steps"] == 2.0
     assert w.metrics["perf/val/step_ms_mean"] == pytest.approx(2.0)
+
+
+class Batches(list[int]):
+    """A list that a weak reference can point at."""
+
+
+def test_an_ended_window_holds_no_loader_so_refcounting_frees_it(reg: perfkit.Registry) -> None:
+    # held in a cycle, a DataLoader's persistent workers were shut down by the cycle collector:
+    # torch then waits 5 s for each one (a 2-worker loader: 10 s) before terminating it
+    loader = Batches(range(4))
+    gone = weakref.ref(loader)
+    gc.disable()
+    try:
+        with window("train", epoch=0, registry=reg) as w:
+            for _ in w.iterate(loader):
+                pass
+        del loader
+        assert gone() is None
+    finally:
+        gc.enable()
+    assert w.metrics["perf/train/steps"] == 4.0  # the window still has what it measured
 
 
 def test_a_sink_that_raises_is_warned_about_once_and_the_others_still_get_the_metrics(

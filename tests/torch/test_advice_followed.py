@@ -82,8 +82,11 @@ class Model:
         self.opt.step()
 
 
-def run(plan: Plan, run_dir: Path | None = None) -> tuple[Diagnosis, list[float]]:
-    """One run of the plan: its diagnosis and each epoch's seconds by the test's clock."""
+def run(
+    plan: Plan, run_dir: Path | None = None, *, trial_s: float | None = None
+) -> tuple[Diagnosis, list[float]]:
+    """One run of the plan: its diagnosis (of its windows alone) and each epoch's seconds by the
+    test's clock; ``trial_s``: first a loader trial of that budget, recorded in ``run_dir``."""
     before = torch.get_num_threads()
     torch.set_num_threads(plan.threads)
     reg, windows, epochs = perfkit.Registry(), [], []
@@ -92,6 +95,9 @@ def run(plan: Plan, run_dir: Path | None = None) -> tuple[Diagnosis, list[float]
     try:
         with perfkit.use_registry(reg):
             loader = DataLoader(plan.dataset, batch_size=plan.batch, **plan.loader)
+            if trial_s is not None:
+                assert writer is not None, "a trial is recorded in a run directory"
+                perfkit.trial(loader, name="train", budget_s=trial_s, run=writer)
             perfkit.torch.instrument(loader, "train", registry=reg)
             for epoch in range(plan.epochs):
                 t0 = time.perf_counter()
