@@ -53,14 +53,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch.distributed as dist
 
 import perfkit
-from perfkit._sketch import BUCKETS
 from perfkit.names import CHECKPOINT, LOGGERS, MODULE_HOOKS
-from perfkit.stages import StageRecorder
-from perfkit.stages._merge import _ROW, F64, I64, TOP_K, Merged, RankResult, _keys, _pack, merge
+from perfkit.stages import TOP_K, Merged, RankResult, StageRecorder
+from perfkit.stages import merge_ranks as merge
 from perfkit.torch import TorchRanks
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 CORE = ("train.data.wait", "train.step", "forward", "backward", "optimizer")
 HOOKS = (  # (owner, kind): a Lightning fit's usual company, cycled past the first seven
@@ -140,10 +143,18 @@ def details(mine: RankResult) -> bytes:
     return pickle.dumps(replace(mine, snapshot=None), protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def fixed_vectors(mine: RankResult) -> tuple[I64, I64, F64, F64]:
+    """The fixed-size form's vectors (sums, mins, float sums) and row, as the merge hands them to
+    its transport (caught by a local one)."""
+    caught = LocalRanks(TOP_K + 1)  # the fixed-size form needs more ranks than exact_max=1
+    merge(mine, caught)
+    assert caught.vectors is not None
+    return caught.vectors
+
+
 def fixed_bytes(mine: RankResult) -> tuple[int, int]:
     """The fixed-size form's vectors (sums, mins, float sums) and row, in bytes."""
-    assert mine.snapshot is not None
-    sums, mins, fsums, row = _pack(mine, _keys(mine.snapshot))
+    sums, mins, fsums, row = fixed_vectors(mine)
     return sums.nbytes + mins.nbytes + fsums.nbytes, row.nbytes
 
 
@@ -229,11 +240,11 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace, out: s
     everyone = TorchRanks()(reps)
     if rank == 0:
         assert mine.snapshot is not None
-        keys = _keys(mine.snapshot)
-        series = len(mine.snapshot)
-        Path(out).write_text(
-            json.dumps({"reps": everyone, "errors": errors, "series": series, "keys": len(keys)})
-        )
+        sums, mins, _, floats = fixed_vectors(mine)
+        series, keys = len(mine.snapshot), len(mins) // 2  # min and -max per key
+        buckets = (len(sums) - 3 * keys) // series  # a series' slot is its 3 totals and its sketch
+        shape = {"series": series, "keys": keys, "buckets": buckets, "row_floats": len(floats)}
+        Path(out).write_text(json.dumps({"reps": everyone, "errors": errors, **shape}))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -274,7 +285,8 @@ def summarise(world: int, result: dict[str, Any]) -> dict[str, Any]:
     keys = per_rank[0][0].keys()
     reps = len(per_rank[0])
     line: dict[str, Any] = {"ranks": world, "reps": reps, "errors": result["errors"]}
-    line["series"], line["keys"] = result["series"], result["keys"]
+    for shape in ("series", "keys", "buckets", "row_floats"):
+        line[shape] = result[shape]
     for key in keys:
         if key.endswith("_s"):
             line[key] = statistics.median(max(r[i][key] for r in per_rank) for i in range(reps))
@@ -294,6 +306,7 @@ class LocalRanks:
 
     def __init__(self, world: int) -> None:
         self.n = world
+        self.vectors: tuple[I64, I64, F64, F64] | None = None  # what the last exchange was handed
 
     def world(self) -> int:
         return self.n
@@ -313,6 +326,7 @@ class LocalRanks:
     def exchange(
         self, sums: I64, mins: I64, fsums: F64, row: F64, blob: bytes, sources: dict[int, int]
     ) -> tuple[I64, I64, F64, F64, dict[int, bytes]] | None:
+        self.vectors = sums, mins, fsums, row
         return sums * self.n, mins, fsums * self.n, np.tile(row, (self.n, 1)), dict.fromkeys(sources, blob)
 
     def missing(self) -> tuple[int, ...]:
@@ -402,7 +416,7 @@ def modelled_table(line: dict[str, Any], cpu: dict[int, tuple[float, float, floa
     w, v, r, d = line["today_payload"], line["vectors"], line["row"], line["details"]
     print(
         f"\nmodel: result w = {kb(w)} (pickled, measured); fixed form: agree row a = {AGREE_BYTES} B, "
-        f"vectors V = {kb(v)} (per series 3 + {BUCKETS} int64, per tree path 3; per key 2 int64 "
+        f"vectors V = {kb(v)} (per series 3 + {line['buckets']} int64, per tree path 3; per key 2 int64 "
         "mins and 1 float64), "
         f"row r = {r:.0f} B, details d = {kb(d)} ({TOP_K} broadcast); "
         f"link {LINK_BYTES_PER_S / 1e9:.0f} GB/s, {STEP_LATENCY_S * 1e6:.0f} us per collective step, "
@@ -459,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     first = lines[0]
     print(
         f"{first['series']} series ({first['keys']} keys with the tree's paths) x {args.steps} samples "
-        f"per rank per epoch; BUCKETS = {BUCKETS}; row = {len(_ROW)} float64; {os.cpu_count()} cores\n"
+        f"per rank per epoch; BUCKETS = {first['buckets']}; row = {first['row_floats']} float64; "
+        f"{os.cpu_count()} cores\n"
     )
     measured_table(lines)
     print(

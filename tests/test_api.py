@@ -71,7 +71,16 @@ def test_every_subpackage_says_what_it_exports_and_has_it(name: str) -> None:
 def test_perfkit_torch_exports_no_implementation_types() -> None:
     import perfkit.torch
 
-    names = ["ProfilerWindows", "autorun", "gather_ranks", "instrument", "trial", "world_size"]
+    names = [
+        "ProfilerWindows",
+        "TorchRanks",
+        "autorun",
+        "gather_ranks",
+        "instrument",
+        "time_gradient_sync",
+        "trial",
+        "world_size",
+    ]
     assert sorted(perfkit.torch.__all__) == names
 
 

@@ -16,7 +16,8 @@ A long epoch is also cut into interval windows while it runs (``Intervals``: eve
 T seconds, after a warm-up), so a run gives its first answer in minutes, not when the epoch ends.
 
 Under several ranks each epoch's window is merged over them at its end, bounded in time and
-bytes: ``Ranks`` is the transport a framework provides (``perfkit.torch.gather_ranks``).
+bytes: ``Ranks`` is the transport a framework provides (``perfkit.torch.gather_ranks``), and
+``merge_ranks`` merges one rank's ``RankResult`` through one (what the recorder calls).
 
 ``check_stages`` is the check of every ``stages=`` argument (some of ``perfkit.names.STAGES``).
 """
@@ -26,7 +27,8 @@ from ._account import PARTS, RESIDUAL_ZONES, Account, stage_account
 from ._batch import batch_size
 from ._choice import check_stages
 from ._intervals import Intervals, intervals_from
-from ._merge import EXACT_MAX, Ranks
+from ._merge import EXACT_MAX, TOP_K, Merged, RankResult, Ranks
+from ._merge import merge as merge_ranks
 from ._metrics import metric_key, stage_metrics, stage_prefix
 from ._recorder import StageListener, StageRecorder
 from ._segments import Window
@@ -38,10 +40,13 @@ __all__ = [
     "PARTS",
     "RESIDUAL_ZONES",
     "SCOPES",
+    "TOP_K",
     "Account",
     "Intervals",
     "LoopStats",
+    "Merged",
     "RankPart",
+    "RankResult",
     "Ranks",
     "SlowStep",
     "StageListener",
@@ -55,6 +60,7 @@ __all__ = [
     "intervals_from",
     "keep_slowest",
     "loop_stats",
+    "merge_ranks",
     "metric_key",
     "stage_account",
     "stage_metrics",
