@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from perfkit.findings import diagnose
 from perfkit.names import RUN_DIR_NAME, fetch_series
 from perfkit.run import read_run
 
@@ -69,6 +70,26 @@ def test_a_run_on_max_steps_is_cut_into_interval_windows_as_a_script_is(tmp_path
     assert [x.steps for x in intervals] == [(10, 29), (30, 49)]
     logged = [h for h in t.state.log_history if "perf/interval/train/steps" in h]
     assert [h["perf/interval/train/steps"] for h in logged] == [20, 20]
+
+
+def test_accelerates_look_ahead_is_no_epoch_boundary_and_the_advice_names_a_worker_count(
+    tmp_path: Path,
+) -> None:
+    """accelerate fetches one batch ahead: timed around its loader, an epoch's first wait held two
+    batches' making, and EPOCH_BOUNDARY claimed one batch's production. Timed at torch's iterator,
+    each wait is one batch's: the first batch costs what the others do (the planted 20 ms)."""
+    t, _, _ = trainer(tmp_path, sleep_s=0.02, epochs=2)
+    t.train()
+    run = read_run(tmp_path / RUN_DIR_NAME)
+    for line in run.windows:
+        account = line.window.account
+        assert account.first_batch_extra_s is not None
+        assert account.first_batch_extra_s < 0.005, (line.stage, line.epoch)  # not a 20 ms batch
+    d = diagnose(run)
+    assert "EPOCH_BOUNDARY" not in [v.kind for v in d.verdicts]
+    top = d.verdicts[0]
+    assert top.kind == "INPUT_BOUND"
+    assert top.change.get("num_workers", 0) > 0  # the loader's settings were read at torch's iterator
 
 
 def test_predict_is_its_own_stage(tmp_path: Path) -> None:

@@ -216,7 +216,10 @@ class PerfkitCallback(TrainerCallback):
         if not perfkit.is_enabled():
             return loader
         if id(loader) not in self._instrumented and loader is not None:
-            loader = perfkit.torch.instrument(loader, stage, registry=self.registry)
+            # the waits are timed at torch's own iterator (time_wait): accelerate's loaders fetch
+            # one batch ahead, so a wait timed around theirs holds two batches' making at an
+            # epoch's start (EPOCH_BOUNDARY would claim a batch's production)
+            loader = perfkit.torch.instrument(loader, stage, registry=self.registry, time_wait=True)
             self._instrumented.add(id(loader))
         if stage != "train":  # an evaluation begins when its loader is built: its workers start now
             self._begin(stage)
@@ -224,7 +227,7 @@ class PerfkitCallback(TrainerCallback):
 
     def _iterate(self, stage: str, source: Any) -> Iterator[Any]:
         rec = self.recorder
-        items = perfkit.timed_iter(source, stage, registry=self.registry)  # STAGE.data.wait, .data.iter
+        items = iter(source)  # STAGE.data.wait and .data.iter come from the instrumented loader
         try:
             for item in items:
                 if stage == "train":  # steps come from the Trainer's events (it fetches ahead)
@@ -237,7 +240,9 @@ class PerfkitCallback(TrainerCallback):
                 finally:
                     rec.step_end(stage, batch=item)
         finally:
-            items.close()
+            close = getattr(items, "close", None)
+            if close is not None:  # a generator (accelerate's loaders): end it with the epoch
+                close()
 
     def _begin(self, stage: str) -> None:
         if not self.recorder.is_open(stage):
