@@ -16,9 +16,10 @@ timeout and never the fit:
    * above, fixed-size vectors: per series its count, total, errors, spread and a quantile
      sketch (``perfkit._sketch``: 1% relative error), summed over ranks with ``all_reduce``;
      min and max with one ``all_reduce(MIN)``; one row of floats per rank (``all_gather``: wall,
-     steps, samples, the account's parts and overlays: a rank's gradient-sync wait); and the
-     whole account and slowest steps of the ``TOP_K`` slowest ranks only (a ``broadcast``
-     each). Bytes a rank sends do not grow with the number of ranks but for the rows.
+     steps, samples, the first batch's extra, the account's parts and overlays: a rank's
+     gradient-sync wait); and the whole account and slowest steps of the ``TOP_K`` slowest
+     ranks only (a ``broadcast`` each; the merged account's subjects are theirs, see
+     ``mean_account``). Bytes a rank sends do not grow with the number of ranks but for the rows.
 
 Where a round times out, the window is this rank's alone, ``missing`` names the ranks that had
 not reached the merge (from the process group's store), and the merge stays off for the rest of
@@ -75,6 +76,7 @@ class RankResult:
     account: Account
     steps: int
     step_mean_s: float
+    detailed: bool = True  # False: known by its row alone (its account's parts, no subjects)
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,16 @@ def _layout(keys: Sequence[str]) -> list[int]:
     return [0, *np.cumsum(sizes).tolist()]
 
 
-_ROW = ("wall_s", "samples", "steps", "step_mean_s", "overlap_s", *ACCOUNT_PARTS, *ACCOUNT_OVERLAYS)
+_ROW = (
+    "wall_s",
+    "samples",
+    "steps",
+    "step_mean_s",
+    "overlap_s",
+    "first_batch_extra_s",
+    *ACCOUNT_PARTS,
+    *ACCOUNT_OVERLAYS,
+)
 
 
 def _pack(mine: RankResult, keys: Sequence[str]) -> tuple[I64, I64, F64, F64]:
@@ -228,6 +239,7 @@ def _pack(mine: RankResult, keys: Sequence[str]) -> tuple[I64, I64, F64, F64]:
             mine.steps,
             mine.step_mean_s,
             a.overlap_s,
+            math.nan if a.first_batch_extra_s is None else a.first_batch_extra_s,
             *(a.seconds(p) for p in ACCOUNT_PARTS),
             *(a.overlays.get(o, math.nan) for o in ACCOUNT_OVERLAYS),  # NaN: not measured
         ],
@@ -252,11 +264,33 @@ def _from_row(rank: int, row: F64) -> RankResult:
     """A rank known by its row alone: its account's parts and overlays, not their subjects."""
     v = dict(zip(_ROW, row.tolist(), strict=True))
     overlays = {o: v[o] for o in ACCOUNT_OVERLAYS if not math.isnan(v[o])}
+    extra = v["first_batch_extra_s"]
     account = Account(
-        v["wall_s"], {p: v[p] for p in ACCOUNT_PARTS}, overlap_s=v["overlap_s"], overlays=overlays
+        v["wall_s"],
+        {p: v[p] for p in ACCOUNT_PARTS},
+        overlap_s=v["overlap_s"],
+        first_batch_extra_s=None if math.isnan(extra) else extra,
+        overlays=overlays,
     )
     samples = None if math.isnan(v["samples"]) else int(v["samples"])
-    return RankResult(rank, None, v["wall_s"], samples, (), account, int(v["steps"]), v["step_mean_s"])
+    return RankResult(
+        rank, None, v["wall_s"], samples, (), account, int(v["steps"]), v["step_mean_s"], detailed=False
+    )
+
+
+def mean_account(results: Sequence[RankResult]) -> Account:
+    """The ranks' mean account (``Account.mean``). Where some ranks are known by their rows alone
+    (above ``exact_max``), the parts, overlays and first-batch figure are every rank's mean, and
+    the subjects and loaders' accounts the mean of the ranks whose details travelled (the slowest):
+    a row-only rank's empty subjects would otherwise dilute every callback's seconds by N."""
+    if len(results) == 1:
+        return results[0].account
+    mean = Account.mean(r.account for r in results)
+    detailed = [r.account for r in results if r.detailed]
+    if not detailed or len(detailed) == len(results):
+        return mean
+    known = Account.mean(detailed)
+    return replace(mean, subjects=known.subjects, loaders=known.loaders, dataset=known.dataset)
 
 
 def _unpack(mine: Snapshot, keys: Sequence[str], sums: I64, mins: I64, fsums: F64, world: int) -> Snapshot:

@@ -33,10 +33,10 @@ from .._registry import Registry, check_registry, current_registry
 from .._validate import check_int
 from .._warn import WarnOnce
 from ..names import HOOK, hook_series, step_series
-from ._account import Account, stage_account
+from ._account import stage_account
 from ._batch import batch_size
 from ._intervals import Cuts, Intervals
-from ._merge import Merged, RankResult, Ranks, merge, not_merged
+from ._merge import Merged, RankResult, Ranks, mean_account, merge, not_merged
 from ._segments import Window
 from ._tags import take_tags
 from ._window import RankPart, SlowStep, StageWindow, keep_slowest
@@ -365,7 +365,7 @@ class StageRecorder:
             epoch=state.epoch,
             snapshot=merged,
             wall_s=max(r.wall_s for r in ranks),
-            account=Account.mean(r.account for r in ranks) if len(ranks) > 1 else mine.account,
+            account=mean_account(ranks),
             samples=None if any(s is None for s in samples) else (sum(s or 0 for s in samples) or None),
             loader=state.loader if state.loader != state.stage else None,
             slowest=tuple(slowest),
