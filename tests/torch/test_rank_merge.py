@@ -81,9 +81,16 @@ def test_four_ranks_merged_each_rank_as_its_own_clock_saw_it(tmp_path: Path, mod
         steps = np.concatenate([np.asarray(c[line.epoch]["steps_s"]) for c in clocks])
         merged = window.snapshot["train.step"]
         assert merged.count == len(steps)
-        for got, q in ((merged.median_s, 50), (merged.p95_s, 95), (merged.p99_s, 99)):
+        # The sketch's 1%, plus what two clocks around slightly different spans differ by (the
+        # job stamps its step before perfkit's next() begins): a tenth of a millisecond a step, but
+        # one step preempted between the two stamps moves the tail, where 48 steps leave p99 alone.
+        for got, q, slack_s in (
+            (merged.median_s, 50, 0.0003),
+            (merged.p95_s, 95, 0.0005),
+            (merged.p99_s, 99, 0.0015),
+        ):
             exact = float(np.percentile(steps, q))
-            assert got == pytest.approx(exact, rel=0.01, abs=0.0003), (q, line.epoch)
+            assert got == pytest.approx(exact, rel=0.01, abs=slack_s), (q, line.epoch)
     # rank 2's loader is 6x slower in every epoch: a chronic straggler, by its data
     (straggler,) = [v for v in diagnose(read_run(tmp_path / "run")).verdicts if v.kind == "STRAGGLER"]
     assert straggler.part == "data_wait"
