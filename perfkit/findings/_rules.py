@@ -77,7 +77,6 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
     if len(case.window.ranks) > 1:
         message += " on every rank"
     w = workers(case.window.snapshot, loader)
-    loop_s = loop_s_per_batch(case)
     if w is None:
         action = (
             "the batches are made in this process (no DataLoader workers, or the loader is not "
@@ -95,36 +94,33 @@ def _input_bound(case: Case, loader: str, a: Account) -> Verdict | None:
             )
             evidence["wait_section_s"] = seconds
             action += f"; or make {display_name(name)} cheaper"
-        return case.verdict(
-            share,
-            message,
-            action,
-            subject=subject,
-            evidence=evidence,
-            change=dict(advice.change),
-            gain=advice.gain,
-        )
-    evidence |= {"worker_batch_s": w.batch_s, "workers": float(w.count), "worker_cores": float(case.cores)}
-    message += f"; each batch takes {_ms(w.batch_s)} in a worker"
-    stalled = a.subjects.get("stalled_on", {})
-    if stalled:  # which worker-side stage the loop was waiting for, wait by wait
-        stage_name, seconds = max(stalled.items(), key=lambda kv: kv[1])
-        message += (
-            f"; of its {_ms(a.seconds('data_wait'))} of waiting, {_ms(seconds)} was "
-            f"{display_name(stage_name)} running in the workers"
-        )
-        evidence["stalled_on_top_s"] = seconds
-    elif w.top_section is not None and w.top_section.self_s > 0:
-        share_of_batch = w.top_section.self_s / (w.batch_s * w.batches) if w.batch_s > 0 else 0.0
-        message += f", {share_of_batch:.0%} of it in {display_name(w.top_section.name)}"
-        evidence["top_worker_section_fraction"] = share_of_batch
-    needed = workers_needed(w.batch_s, loop_s) if loop_s else None
-    if needed is not None:
-        evidence["workers_needed"] = float(needed)
-    advice = running_workers(case, loader, waiting, share, w.count, w.batch_s)
-    action = advice.said
-    if not advice.change and w.top_section is not None:
-        action = action.replace("per-batch work", f"per-batch work ({display_name(w.top_section.name)})")
+    else:
+        evidence |= {
+            "worker_batch_s": w.batch_s,
+            "workers": float(w.count),
+            "worker_cores": float(case.cores),
+        }
+        message += f"; each batch takes {_ms(w.batch_s)} in a worker"
+        stalled = a.subjects.get("stalled_on", {})
+        if stalled:  # which worker-side stage the loop was waiting for, wait by wait
+            stage_name, seconds = max(stalled.items(), key=lambda kv: kv[1])
+            message += (
+                f"; of its {_ms(a.seconds('data_wait'))} of waiting, {_ms(seconds)} was "
+                f"{display_name(stage_name)} running in the workers"
+            )
+            evidence["stalled_on_top_s"] = seconds
+        elif w.top_section is not None and w.top_section.self_s > 0:
+            share_of_batch = w.top_section.self_s / (w.batch_s * w.batches) if w.batch_s > 0 else 0.0
+            message += f", {share_of_batch:.0%} of it in {display_name(w.top_section.name)}"
+            evidence["top_worker_section_fraction"] = share_of_batch
+        loop_s = loop_s_per_batch(case)
+        needed = workers_needed(w.batch_s, loop_s) if loop_s else None
+        if needed is not None:
+            evidence["workers_needed"] = float(needed)
+        advice = running_workers(case, loader, waiting, share, w.count, w.batch_s)
+        action = advice.said
+        if not advice.change and w.top_section is not None:
+            action = action.replace("per-batch work", f"per-batch work ({display_name(w.top_section.name)})")
     return case.verdict(
         share,
         message,
