@@ -149,13 +149,19 @@ def two_runs(plan: Plan) -> Outcome:
     v = proposal(d)
     if v is None:
         return Outcome(None, sum(first[1:]), sum(first[1:]))
-    after_plan = followed(plan, v.change)
+    return Outcome(v, *interleaved(plan, v.change, first))
+
+
+def interleaved(plan: Plan, change: Mapping[str, Any], first: list[float]) -> tuple[float, float]:
+    """The median steady time (epochs past the first) of ``plan`` and of it with ``change``
+    followed, over ``PAIRS`` runs each, interleaved; ``first`` is the plan's run already made."""
+    after_plan = followed(plan, change)
     before, after = [sum(first[1:])], []
     for i in range(PAIRS):
         after.append(sum(run(after_plan)[1][1:]))
         if i < PAIRS - 1:
             before.append(sum(run(plan)[1][1:]))
-    return Outcome(v, statistics.median(before), statistics.median(after))
+    return statistics.median(before), statistics.median(after)
 
 
 def check(outcome: Outcome, record_property: Any) -> None:
