@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,16 +55,21 @@ def test_a_script_over_a_list_is_not_cut_by_default() -> None:
     assert [x.is_interval for x, _, _ in kept.got] == [False]
 
 
-def test_perfkit_summary_shows_the_runs_timeline(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    from perfkit._cli import main
-
-    run = RunWriter(tmp_path / "run")
+def one_epoch_in_intervals(path: Path) -> RunWriter:
+    """A run directory at ``path`` with one training epoch of 75 steps cut every 20 (after 10)."""
+    run = RunWriter(path)
     with perfkit.window(
         "train", epoch=0, registry=perfkit.Registry(), run=run, interval_steps=20, console=False
     ) as w:
         for _ in w.iterate(stream(75)):
             pass
-    run.finish(perfkit.snapshot())
+    return run
+
+
+def test_perfkit_summary_shows_the_runs_timeline(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit._cli import main
+
+    one_epoch_in_intervals(tmp_path / "run").finish(perfkit.snapshot())
     assert main(["summary", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     timeline = out[out.index("Timeline") :].splitlines()
@@ -74,12 +80,7 @@ def test_perfkit_summary_shows_the_runs_timeline(tmp_path, capsys: pytest.Captur
 def test_the_html_report_plots_the_timeline(tmp_path) -> None:
     from perfkit.reports import render_html
 
-    run = RunWriter(tmp_path / "run")
-    with perfkit.window(
-        "train", epoch=0, registry=perfkit.Registry(), run=run, interval_steps=20, console=False
-    ) as w:
-        for _ in w.iterate(stream(75)):
-            pass
+    one_epoch_in_intervals(tmp_path / "run")
     page = render_html(read_run(tmp_path / "run"), link_base=tmp_path)
     timeline = page[page.index("interval by interval") :]
     assert timeline.index("<svg") < timeline.index("</svg>")
