@@ -322,8 +322,10 @@ def _span(low: float, high: float) -> str:
 def persistent_advice(case: Case, started_s: float, first_s: float) -> Proposal:
     """EPOCH_BOUNDARY's change where workers start again every epoch: keep them. It saves the start
     (``iter()``) and the first batch's extra wait; the low end keeps a fifth of it (the pool's
-    reset at each epoch, and what the extra wait was not the workers' start)."""
-    if case.wall_s <= 0:
+    reset at each epoch, and what the extra wait was not the workers' start). None where the run
+    recorded that its workers are kept already: the change is made."""
+    kept = case.window.snapshot.gauges.get(setting_gauge(case.window.loader_name, "persistent_workers"))
+    if case.wall_s <= 0 or (kept is not None and kept.last):
         return Proposal()
     high = (started_s + first_s) / case.wall_s
     low = 0.8 * started_s / case.wall_s + 0.5 * first_s / case.wall_s

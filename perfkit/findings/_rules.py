@@ -163,7 +163,13 @@ def epoch_boundary(case: Case) -> Outcome:
     )
     w = workers(case.window.snapshot, case.window.loader_name)
     keep = persistent_advice(case, started, first) if w is not None else None
-    if started >= first:
+    if keep is not None and not keep.change:  # kept already: each epoch's first batch is made anew
+        action = (
+            "the workers are kept between epochs already (persistent_workers=True), but each epoch's "
+            "first batch is made while the loop waits (the others while it computes): make the "
+            "per-batch work cheaper"
+        )
+    elif started >= first:
         action = (
             "keep the workers between epochs (persistent_workers=True): they are started again each epoch"
         )

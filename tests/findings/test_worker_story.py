@@ -17,6 +17,7 @@ import perfkit
 from perfkit._cli import main
 from perfkit._context import ThreadInfo
 from perfkit._transfer import RecordBatch
+from perfkit.findings import diagnose_windows
 from perfkit.monitor import StageMonitor
 from perfkit.names import (
     MEMORY_AVAILABLE,
@@ -151,3 +152,19 @@ def test_where_memory_binds_the_verdict_and_its_change_say_so(
         v.change["reason"]
         == "memory: 900 MB a worker (USS) against 2,000 MB free at the least, 50% of it kept spare"
     )
+
+
+def test_a_pool_kept_already_is_not_told_to_keep_its_workers(reg: perfkit.Registry, clock: FakeClock) -> None:
+    """The demo's loaders set persistent_workers=True, and its first batch of each epoch still
+    waited 34 ms more than the others: EPOCH_BOUNDARY proposed persistent_workers=True, made."""
+    since = reg.cursor()
+    t = clock()
+    clock.advance(60 * MS)  # the first batch, made while the loop waits
+    reg.record(wait_series("train"), t, clock())
+    window = two_workers(reg, clock)  # persistent_workers recorded as 1
+    window = stage_window("train", 0, reg.snapshot(since=since), wall_s=window.wall_s + 0.060)
+    (v,) = [x for x in diagnose_windows([window]).verdicts if x.kind == "EPOCH_BOUNDARY"]
+    assert v.change == {}
+    assert v.gain is None
+    assert "kept between epochs already" in v.action
+    assert "keep the workers" not in v.action
