@@ -177,6 +177,13 @@ class HookClock(Profiler):
     def teardown(self, stage: str | None) -> None:
         self.inner.teardown(stage)
 
+    def __del__(self) -> None:
+        # Lightning's Profiler.__del__ calls teardown(), which would reach the user's profiler: the
+        # driver drops this clock in the callbacks' teardown, before Lightning calls describe() on
+        # the user's profiler (a PyTorchProfiler torn down by then fails its summary). The clock
+        # owns no stream of its own; the user's profiler is Lightning's to tear down.
+        pass
+
     def __getattr__(self, name: str) -> Any:  # anything else a profiler has is the user's profiler's
         return getattr(self.__dict__["inner"], name)
 
