@@ -25,12 +25,11 @@ from perfkit.stages import Intervals, StageRecorder
 
 def run(steps: int, every: int | None, path: Path) -> float:
     reg = perfkit.Registry()
-    rec = StageRecorder(reg, top_k_slowest=0)
-    if every is not None:
-        rec.intervals = Intervals(steps=every, always=True)
-        monitor = StageMonitor(say=lambda text: None, sinks=[RunWriter(path)], console=False)
-        rec.listeners.append(monitor)
-    rec.begin("train", 0)
+    listeners = (
+        [] if every is None else [StageMonitor(say=lambda text: None, sinks=[RunWriter(path)], console=False)]
+    )
+    rec = StageRecorder(reg, top_k_slowest=0, listeners=listeners)
+    rec.begin("train", 0, intervals=None if every is None else Intervals(steps=every, always=True))
     t0 = time.perf_counter()
     for _ in range(steps):
         rec.step_begin("train")

@@ -22,9 +22,6 @@ profiler windows), and ``perfkit.names`` (the names of every series and mark).
 
 from __future__ import annotations
 
-import logging
-import sys
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,14 +38,13 @@ from ._timing import timed
 from ._version import __version__
 from ._warn import PerfkitWarning
 from .resources import ResourceSampler
-from .run import window as _run_window
 from .stages import intervals_from as _intervals_from
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
 
-    from .monitor import StageMonitor
-    from .run import RunWriter, ScriptWindow, TrialResult, TrialSetting
+    from .monitor import ScriptWindow
+    from .run import RunWriter, TrialResult, TrialSetting
     from .sinks import Sink
     from .stages import StageListener
 
@@ -118,9 +114,13 @@ def window(
     """One stage epoch of a plain script: metrics to ``run`` and ``sinks`` when the block ends, and
     the epoch's block (its account and top verdict) logged through ``logging`` (``console=False``: none).
 
-    The rest is ``perfkit.run.window``: ``gather=perfkit.torch.gather_ranks`` merges the ranks of a
-    job of several processes (every rank enters the same windows in the same order; ``rank``
-    defaults to torch.distributed's), and only rank 0 sends and logs (docs/accelerate-fabric.md).
+    Windows of one run (``run``, else ``registry``) share one session (``perfkit.monitor.Session``):
+    training's time per sample, the other stages' reference, and the console's history.
+    ``gather=perfkit.torch.gather_ranks`` merges the ranks of a job of several processes (every rank
+    enters the same windows in the same order; ``rank`` defaults to torch.distributed's), and only
+    rank 0 sends and logs (docs/accelerate-fabric.md). ``step`` is what sinks get as the step
+    (default: a count of the run's windows); ``listeners`` follow the stage epoch as it runs
+    (``perfkit.torch.ProfilerWindows``).
     A long epoch is also reported while it runs, every ``interval_steps`` steps or ``interval_s``
     seconds after a warm-up of 10 steps (a provisional block, metrics under ``perf/interval``):
     by default (``intervals=None``) for a loop over a stream without a length or an epoch still
@@ -133,21 +133,17 @@ def window(
     >>> w.metrics["perf/val/steps"], w.metrics["perf/val/samples"]
     (2.0, 4.0)
     """
-    if rank is None:
-        rank = _distributed_rank() if gather is not None else 0
-    if console:
-        owner = run if run is not None else registry or get_registry()  # as the windows' own state
-        listeners = [*listeners, _monitor(owner, stage, rank)]
-    return _run_window(
+    from .monitor import ScriptWindow, script_run  # the monitor loads findings: not at import
+
+    owner = script_run(run=run, registry=registry, gather=gather, rank=rank, console=console)
+    return ScriptWindow(
+        owner,
         stage,
         epoch=epoch,
         sinks=sinks,
-        run=run,
-        registry=registry,
+        writer=run,
         step=step,
         listeners=listeners,
-        gather=gather,
-        rank=rank,
         intervals=_intervals_from(intervals, interval_steps, interval_s),
     )
 
@@ -182,33 +178,3 @@ def trial(
         progress=progress,
         run=run,
     )
-
-
-_MONITORS: weakref.WeakKeyDictionary[object, StageMonitor] = weakref.WeakKeyDictionary()
-
-
-def _monitor(owner: object, stage: str, rank: int) -> StageMonitor:
-    """The console of a run's windows (one per run: a verdict compares an epoch with the first ones)."""
-    from .monitor import StageMonitor
-
-    monitor = _MONITORS.get(owner)
-    if monitor is None:
-        monitor = _MONITORS[owner] = StageMonitor(say=_say)
-    monitor.publish = rank == 0  # only rank 0 says
-    if stage not in monitor.stages:
-        monitor.stages = (*monitor.stages, stage)
-    return monitor
-
-
-def _say(text: str) -> None:
-    from .monitor import console_logger, say_through
-
-    say_through(logging.getLogger("perfkit.run"), console_logger("perfkit.run.console"), text)
-
-
-def _distributed_rank() -> int:
-    """This process's rank in torch.distributed's process group, 0 without one (or without torch)."""
-    dist = sys.modules.get("torch.distributed")
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return 0
-    return int(dist.get_rank())

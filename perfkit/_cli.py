@@ -228,7 +228,7 @@ def _add_run(subparsers: Subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ._launch import LaunchError, launch
+    from .autorun import LaunchError, launch
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

@@ -40,8 +40,10 @@ TOP_LEVEL = [
     "write_chrome_trace",
 ]
 SUBPACKAGES = [
+    "autorun",
     "checks",
     "findings",
+    "monitor",
     "names",
     "reports",
     "resources",
@@ -74,7 +76,7 @@ def test_perfkit_torch_exports_no_implementation_types() -> None:
     names = [
         "ProfilerWindows",
         "TorchRanks",
-        "autorun",
+        "follow_loaders",
         "gather_ranks",
         "instrument",
         "time_gradient_sync",

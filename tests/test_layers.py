@@ -3,10 +3,11 @@
 The order (docs/design.md draws it; ``test_the_design_doc_draws_these_layers`` keeps the two alike):
 
     cli        perfkit/__init__.py, __main__.py, _cli.py: the facade and the commands
-    monitor    what a framework adapter reports a run with (StageMonitor)
+    autorun    perfkit run: the launcher, and the session each of its processes runs
+    monitor    a monitored run assembled once (Session, Options), script windows, StageMonitor
     reports    the HTML report, the console summary
     findings   verdicts, compare     |  torch   DataLoader workers, profiler windows, DDP
-    run        script windows, the run directory
+    run        the run directory
     sinks      one output path
     stages     the stage timeline    |  resources  the sampler  |  trace  profiler traces
     core       the flat recording modules (clock, registry, section, snapshot, names, ...)
@@ -35,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("findings", "torch"),
     ("reports",),
     ("monitor",),
+    ("autorun",),
     ("cli",),
 )
 """Lowest first. An area may import any area on a lower line, and no other."""

@@ -6,6 +6,7 @@ Where warnings are errors (``pytest -W error``, ``warnings.simplefilter("error")
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from collections.abc import Mapping
@@ -13,9 +14,11 @@ from collections.abc import Mapping
 import pytest
 
 import perfkit
-from perfkit.run import window
 from perfkit.stages import StageWindow
 from tests.conftest import FakeClock
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 
 class Down:

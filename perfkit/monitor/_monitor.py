@@ -20,7 +20,6 @@ from dataclasses import replace
 
 from .._snapshot import Snapshot
 from ..findings import Case, Diagnosis, Timeline, Verdict, judge, write_diagnosis
-from ..names import STAGES
 from ..reports import interval_line, provisional_text, ranked_verdicts_text, summary_text
 from ..run import RunWriter, TrialResult
 from ..sinks import Sink, SinkFanout, check_sinks
@@ -36,7 +35,7 @@ two causes within five points swap places from epoch to epoch on noise alone."""
 
 
 class StageMonitor(StageListener):
-    """Publishes each stage epoch's window of ``stages``; see the module docstring.
+    """Publishes each stage epoch's window of ``stages`` (None: every stage); see the module docstring.
 
     ``step_of(stage)`` gives the step sinks log at (default: a count of windows published);
     ``interval_step_of(stage)`` the step an interval is logged at (default ``step_of``: the global
@@ -49,7 +48,7 @@ class StageMonitor(StageListener):
         self,
         *,
         say: Say,
-        stages: Iterable[str] = STAGES,
+        stages: Iterable[str] | None = None,
         sinks: Sequence[Sink] = (),
         prefix: str = "perf",
         user_series: bool = True,
@@ -61,7 +60,8 @@ class StageMonitor(StageListener):
     ) -> None:
         if not callable(say):
             raise TypeError(f"say must be callable, got {say!r}")
-        self.stages = tuple(stages)
+        self.stages = None if stages is None else tuple(stages)
+        """The stages published (None: every stage)."""
         self.say = say
         self.prefix = prefix
         self.user_series = user_series
@@ -89,7 +89,7 @@ class StageMonitor(StageListener):
 
     def stage_ended(self, window: StageWindow) -> None:
         stage = window.stage
-        if stage != "sanity" and stage not in self.stages:
+        if stage != "sanity" and not self.watches(stage):
             return
         metrics = stage_metrics(window, prefix=self.prefix, user_series=self.user_series)
         self.last_metrics[stage] = metrics
@@ -115,7 +115,7 @@ class StageMonitor(StageListener):
 
     def interval_ended(self, window: StageWindow) -> None:
         stage = window.stage
-        if stage not in self.stages or not self.publish:  # an interval is the publishing rank's own
+        if not self.watches(stage) or not self.publish:  # an interval is the publishing rank's own
             return
         if window.scope == "warmup":
             self._warmups[stage] = window  # said with the first interval: what was left out, and why
@@ -138,6 +138,10 @@ class StageMonitor(StageListener):
                 self.say(interval_line(window, metrics, prefix=prefix, verdicts=changes).split("\n", 1)[1])
         else:
             self.say(interval_line(window, metrics, prefix=prefix, verdicts=window.verdicts))
+
+    def watches(self, stage: str) -> bool:
+        """Whether ``stage``'s windows are published."""
+        return self.stages is None or stage in self.stages
 
     def flush(self) -> None:
         """Say the blocks held back for training's."""

@@ -1,6 +1,6 @@
-"""A run: its stage windows in a script (``window``), and the run directory that keeps them.
+"""The run directory: what a run measured, written as it goes (``RunWriter``) and read back.
 
-with perfkit.window("val", epoch=0, sinks=[RunWriter("runs/exp1")]) as w:
+with perfkit.window("val", epoch=0, run=RunWriter("runs/exp1")) as w:
     for batch in w.iterate(loader):
         ...
 read_run("runs/exp1").windows[0].metric("step_ms_p95")
@@ -12,7 +12,6 @@ from .._loader_trial import TrialResult, TrialSetting
 from ._find import find_runs
 from ._jobs import RunJob
 from ._reader import RunData, RunInterval, RunTrace, RunWindow, read_run
-from ._script import ScriptWindow, window
 from ._writer import FORMAT, RunWriter, describe_os_error, file_stem, this_job
 
 __all__ = [
@@ -23,7 +22,6 @@ __all__ = [
     "RunTrace",
     "RunWindow",
     "RunWriter",
-    "ScriptWindow",
     "TrialResult",
     "TrialSetting",
     "describe_os_error",
@@ -31,5 +29,4 @@ __all__ = [
     "find_runs",
     "read_run",
     "this_job",
-    "window",
 ]

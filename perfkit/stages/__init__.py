@@ -30,7 +30,7 @@ from ._intervals import Intervals, intervals_from
 from ._merge import EXACT_MAX, TOP_K, Merged, RankResult, Ranks
 from ._merge import merge as merge_ranks
 from ._metrics import metric_key, stage_metrics, stage_prefix
-from ._recorder import StageListener, StageRecorder
+from ._recorder import Gather, StageListener, StageRecorder, check_listeners
 from ._segments import Window
 from ._tags import tag_step, take_tags
 from ._window import SCOPES, RankPart, SlowStep, StageWindow, keep_slowest
@@ -42,6 +42,7 @@ __all__ = [
     "SCOPES",
     "TOP_K",
     "Account",
+    "Gather",
     "Intervals",
     "LoopStats",
     "Merged",
@@ -55,6 +56,7 @@ __all__ = [
     "Window",
     "all_loops",
     "batch_size",
+    "check_listeners",
     "check_stages",
     "cores_for_workers",
     "intervals_from",

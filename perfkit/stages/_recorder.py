@@ -23,14 +23,14 @@ step is recorded once.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .._buffer import add_record
 from .._context import NODES, get_cell, new_cell
 from .._registry import Registry, check_registry, current_registry
-from .._validate import check_int
+from .._validate import check_int, check_number
 from .._warn import WarnOnce
 from ..names import HOOK, hook_series, step_series
 from ._account import stage_account
@@ -62,6 +62,17 @@ class StageListener:
     def interval_ended(self, window: StageWindow) -> None:
         """An interval (or the warm-up) of a stage epoch still running ended: its window, this
         rank's (``window.scope``, ``window.steps``; see ``perfkit.stages.Intervals``)."""
+
+
+def check_listeners(listeners: object) -> tuple[StageListener, ...]:
+    """``listeners`` as a tuple, each a ``StageListener``; else a ``TypeError`` naming the odd one."""
+    if isinstance(listeners, StageListener) or not isinstance(listeners, Iterable):
+        raise TypeError(f"listeners must be a list of StageListeners, got {listeners!r}")
+    out = tuple(listeners)
+    for x in out:
+        if not isinstance(x, StageListener):
+            raise TypeError(f"listeners: {x!r} is not a perfkit.stages.StageListener")
+    return out
 
 
 class _Sampler(Protocol):
@@ -100,7 +111,9 @@ class StageRecorder:
     the samples of a batch (default: ``perfkit.stages.batch_size``; if it raises, samples are
     no longer counted, with one warning); ``sampler`` (a ``ResourceSampler``) takes a last
     sample before each window closes, so memory peaks reach the end of the epoch; ``gather``
-    merges the ranks of a distributed job (``rank`` is this process's).
+    merges the ranks of a distributed job (``rank`` is this process's); ``listeners`` receive
+    each event, in order. All of it is given here, once: a session (``perfkit.monitor.Session``)
+    builds its recorder and nothing reconfigures it afterwards.
 
     >>> import perfkit, numpy as np
     >>> from perfkit.stages import StageRecorder
@@ -122,6 +135,8 @@ class StageRecorder:
         sampler: _Sampler | None = None,
         gather: Gather | None = None,
         rank: int = 0,
+        listeners: Sequence[StageListener] = (),
+        train_s_per_sample: float | None = None,
     ) -> None:
         check_registry(registry)
         check_int(top_k_slowest, "top_k_slowest")
@@ -132,28 +147,25 @@ class StageRecorder:
         if gather is not None and not callable(gather) and not isinstance(gather, Ranks):
             raise TypeError(f"gather must be callable or None, got {gather!r}")
         check_int(rank, "rank")
+        if train_s_per_sample is not None:
+            check_number(train_s_per_sample, "train_s_per_sample", low=0)
         self.registry = registry or current_registry()
-        self.top_k_slowest = top_k_slowest
-        self.batch_size_fn = batch_size_fn
-        self.sampler = sampler
-        self.gather = gather
         self.rank = rank
-        self.listeners: list[StageListener] = []
+        self._top_k = top_k_slowest
+        self._batch_size_fn = batch_size_fn
+        self._sampler = sampler
+        self._gather = gather
+        self._listeners = check_listeners(listeners)
         self._open: dict[str, _Epoch] = {}
         self._stack: list[str] = []  # open stages, innermost last
-        self.train_s_per_sample: float | None = None
-        """Training's time per sample in its last epoch: the other stages' reference. A framework
-        that makes a recorder per call on one trainer (fit, then test) carries it over."""
-        self.datasets: dict[str, str] = {}
-        """The class name of each loader's dataset, by loader name (``val/1``), where whoever
-        instruments the loaders knows it: a verdict about one of several loaders names it."""
+        self.train_s_per_sample: float | None = train_s_per_sample
+        """Training's time per sample in its last epoch: the other stages' reference (a framework
+        that makes a recorder per call on one trainer, fit then test, passes the last one's on)."""
+        self._datasets: dict[str, str] = {}
         self._count_samples = True
         self._merge_off = False  # a merge timed out: ranks are no longer merged (see ``_merge``)
         self._warn = WarnOnce()
-        self.intervals: Intervals | None = None
-        """When open stage epochs are cut into interval windows (None: never)."""
-        self.long_stages: set[str] = set()
-        """Stages whose epochs the driver knows are long (a step-based loop): cut from their start."""
+        self._long: set[str] = set()  # stages the driver knows are long (a step-based loop)
 
     # ---- stage epochs ---------------------------------------------------------------------
 
@@ -166,10 +178,13 @@ class StageRecorder:
         """The innermost open stage (the one running now), or None."""
         return self._stack[-1] if self._stack else None
 
-    def begin(self, stage: str, epoch: int, *, loader: str | None = None) -> None:
+    def begin(
+        self, stage: str, epoch: int, *, loader: str | None = None, intervals: Intervals | None = None
+    ) -> None:
         """Open a ``stage`` epoch (doing nothing if one is open); an enclosing stage is paused.
 
-        ``loader`` names the loader series when it is not ``stage`` (a sanity check reads ``val``'s).
+        ``loader`` names the loader series when it is not ``stage`` (a sanity check reads ``val``'s);
+        ``intervals`` cuts the epoch into interval windows while it runs (None: never).
         """
         if stage in self._open:
             return
@@ -189,9 +204,10 @@ class StageRecorder:
             base=base,
             step_node=NODES.child(base, step_series(stage), overlay=True),
         )
-        if self.intervals is not None:
-            now = self.registry.clock()
-            self._open[stage].cuts = Cuts(self.intervals, self.registry, now, stage in self.long_stages)
+        if intervals is not None:
+            self._open[stage].cuts = Cuts(
+                intervals, self.registry, self.registry.clock(), stage in self._long
+            )
         self._stack.append(stage)
         self._notify("stage_begun", stage, epoch)
 
@@ -210,9 +226,9 @@ class StageRecorder:
         return window
 
     def mark_long(self, stage: str) -> None:
-        """``stage``'s epochs are long (a step-based loop): with ``intervals`` set, cut them from the
+        """``stage``'s epochs are long (a step-based loop): those with ``intervals`` are cut from the
         warm-up on, the open one included."""
-        self.long_stages.add(stage)
+        self._long.add(stage)
         state = self._open.get(stage)
         if state is not None and state.cuts is not None:
             state.cuts.on = True
@@ -228,8 +244,8 @@ class StageRecorder:
         if state is None:
             return None
         self._stack.remove(stage)
-        if sample and self.sampler is not None:
-            self.sampler.sample_now()  # the memory peak up to the very end of the window
+        if sample and self._sampler is not None:
+            self._sampler.sample_now()  # the memory peak up to the very end of the window
         state.window.close()
         return state
 
@@ -270,8 +286,8 @@ class StageRecorder:
         add_record(self.registry, state.step_node, t0, t0 + duration, failed=failed)
         index = state.steps
         state.steps += 1
-        if self.top_k_slowest:
-            keep_slowest(state.slowest, (duration, index, take_tags()), self.top_k_slowest)
+        if self._top_k:
+            keep_slowest(state.slowest, (duration, index, take_tags()), self._top_k)
         if batch is not None:
             self.batch_done(stage, batch)
         self._notify("step_ended", stage, index, duration)
@@ -298,6 +314,11 @@ class StageRecorder:
         state = self._open.get(stage)
         if state is not None and state.samples is not None:
             state.samples += n
+
+    def name_dataset(self, loader: str, dataset: str) -> None:
+        """The class name of ``loader``'s dataset (``loader`` as ``val/1`` names it), where whoever
+        instruments the loaders knows it: a verdict about one of several loaders names it."""
+        self._datasets[loader] = dataset
 
     def in_step(self) -> bool:
         """Whether the active stage has a step open now."""
@@ -351,7 +372,7 @@ class StageRecorder:
                 state.loader,
                 wall_s=wall,
                 segments=state.window.segments,
-                datasets=self.datasets,
+                datasets=self._datasets,
             ),
             steps=step.count if step is not None else 0,
             step_mean_s=step.mean_s if step is not None else 0.0,
@@ -359,7 +380,7 @@ class StageRecorder:
         done = self._merge(mine)
         ranks, merged = done.ranks, done.snapshot
         samples = [r.samples for r in ranks]
-        slowest = heapq.nlargest(self.top_k_slowest, (s for r in ranks for s in r.slowest), key=_duration)
+        slowest = heapq.nlargest(self._top_k, (s for r in ranks for s in r.slowest), key=_duration)
         return StageWindow(
             stage=state.stage,
             epoch=state.epoch,
@@ -383,26 +404,26 @@ class StageRecorder:
         without one, or once a merge has timed out."""
         assert mine.snapshot is not None
         alone = Merged(mine.snapshot, (mine,))
-        if self.gather is None or self._merge_off:
+        if self._gather is None or self._merge_off:
             return alone
-        if not isinstance(self.gather, Ranks):
-            results = tuple(self.gather(mine))
+        if not isinstance(self._gather, Ranks):
+            results = tuple(self._gather(mine))
             first = results[0].snapshot
             assert first is not None
             return Merged(first.merge(*(r.snapshot for r in results[1:] if r.snapshot is not None)), results)
-        done = merge(mine, self.gather)
+        done = merge(mine, self._gather)
         if done is not None:
             return done
         self._merge_off = True
-        missing = self.gather.missing()
-        self._warn("merge", not_merged(self.gather, missing))
+        missing = self._gather.missing()
+        self._warn("merge", not_merged(self._gather, missing))
         return Merged(mine.snapshot, (mine,), missing=missing)
 
     def _cut(self, state: _Epoch, cuts: Cuts) -> None:
         """End the open interval of ``state`` (its steps since the last cut) and publish its window;
         the epoch goes on. This rank's alone: no collective, so ranks never wait on each other."""
-        if self.sampler is not None:
-            self.sampler.sample_now()  # the interval's memory peak up to its end
+        if self._sampler is not None:
+            self._sampler.sample_now()  # the interval's memory peak up to its end
         snapshot = cuts.window.close()
         wall = cuts.window.wall_s
         samples = None
@@ -441,10 +462,10 @@ class StageRecorder:
     def _batch_size(self, batch: Any) -> int | None:
         if not self._count_samples:
             return None
-        if self.batch_size_fn is None:
+        if self._batch_size_fn is None:
             return batch_size(batch)
         try:
-            n = self.batch_size_fn(batch)
+            n = self._batch_size_fn(batch)
             return None if n is None else int(n)
         except Exception as exc:  # the user's function must not stop training
             self._count_samples = False
@@ -454,7 +475,7 @@ class StageRecorder:
             return None
 
     def _notify(self, event: str, *args: Any) -> None:
-        for listener in self.listeners:
+        for listener in self._listeners:
             try:
                 getattr(listener, event)(*args)
             except Exception as exc:  # a listener's fault must not stop training

@@ -14,16 +14,16 @@ accelerate's loaders, WebDataset's WebLoader, torchdata.nodes pipelines, any ite
 ``ProfilerWindows`` opens torch.profiler windows on chosen stage epochs and steps,
 and analyses their traces off the loop's thread. ``gather_ranks`` merges the ranks of a
 distributed job once per stage epoch, bounded in time and bytes (``TorchRanks(timeout_s=...)``
-for another timeout than its 300 s). ``autorun`` times every DataLoader
-iteration of the process with no code changed (what ``perfkit run`` starts).
+for another timeout than its 300 s). ``follow_loaders`` drives a session's stage epochs from
+every DataLoader iteration of the process with no code changed (what ``perfkit run`` starts).
 ``time_gradient_sync`` times each rank's wait for DDP's gradient all-reduce, so a rank whose
 compute is slow is told from the ranks that wait for it (call it once on the DDP model).
 ``trial`` times a DataLoader alone at each worker count and picks the smallest setting that
 keeps up.
 """
 
-from ._autorun import autorun
 from ._ddp import TorchRanks, world_size
+from ._follow import follow_loaders
 from ._gradsync import time_gradient_sync
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
@@ -35,7 +35,7 @@ gather_ranks = TorchRanks()
 __all__ = [
     "ProfilerWindows",
     "TorchRanks",
-    "autorun",
+    "follow_loaders",
     "gather_ranks",
     "instrument",
     "time_gradient_sync",

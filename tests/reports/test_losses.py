@@ -8,6 +8,7 @@ console summary now say it, with the registry's own drops.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,12 @@ import pytest
 
 import perfkit
 from perfkit.reports import summary_text, write_html_report
-from perfkit.run import RunWriter, window
+from perfkit.run import RunWriter
 from perfkit.stages import stage_metrics
 from tests.conftest import FakeClock
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 RECORDS = 300_000  # in one batch, in the worker
 

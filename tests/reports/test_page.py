@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -16,9 +17,12 @@ import perfkit
 from perfkit._cli import main
 from perfkit.reports import write_html_report
 from perfkit.reports.html._page import SECTIONS
-from perfkit.run import RunWriter, window
+from perfkit.run import RunWriter
 from tests.conftest import FakeClock
 from tests.run.run_dirs import add_trace, synthetic_run
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 CHROMIUM_FLAGS = [
     "--headless",

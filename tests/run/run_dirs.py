@@ -8,6 +8,7 @@ Process memory is sampled after every step and grows 50 MB per epoch.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +16,12 @@ from pathlib import Path
 import numpy as np
 
 import perfkit
-from perfkit.run import RunWriter, window
+from perfkit.run import RunWriter
 from perfkit.trace import analyze_trace
 from tests.conftest import FakeClock
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 MS = 1_000_000
 TRACE = Path(__file__).parents[1] / "data" / "traces" / "torch_cpu_marked.pt.trace.json.gz"

@@ -3,6 +3,7 @@ never prints a traceback, and user text never reaches matplotlib's mathtext (iss
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -15,9 +16,12 @@ import pytest
 
 import perfkit
 from perfkit._cli import main
-from perfkit.run import RunWriter, read_run, window
+from perfkit.run import RunWriter, read_run
 from tests.conftest import FakeClock
 from tests.run.run_dirs import synthetic_run
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """Where the user is: ``perfkit summary``, ``report`` and ``compare`` given a folder above runs
 (``lightning_logs/``, Hydra's ``outputs/``, an HF ``output_dir``) read its newest run and name the
-others. The runs are real, and short: ``perfkit.run.window`` and a ``RunWriter``."""
+others. The runs are real, and short: ``perfkit.window`` and a ``RunWriter``."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,10 @@ import pytest
 import perfkit
 from perfkit._cli import main
 from perfkit.names import RUN_DIR_NAME
-from perfkit.run import RunWriter, find_runs, window
+from perfkit.run import RunWriter, find_runs
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 
 def short_run(run_dir: Path, steps: int) -> Path:

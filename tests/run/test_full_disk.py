@@ -9,6 +9,7 @@ warning says "no space left on device".
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -21,9 +22,12 @@ import pytest
 import perfkit
 from perfkit import PerfkitWarning
 from perfkit.reports import write_html_report
-from perfkit.run import RunWriter, read_run, window
+from perfkit.run import RunWriter, read_run
 from tests.conftest import FakeClock
 from tests.run.run_dirs import MS, SlowLoader
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 PAGE = 4096
 
@@ -54,7 +58,7 @@ def free_pages(filler: Path, pages: int) -> None:
     os.truncate(filler, max(0, filler.stat().st_size - pages * PAGE))
 
 
-def epoch(e: int, run: RunWriter, reg: perfkit.Registry, clock: FakeClock) -> perfkit.run.ScriptWindow:
+def epoch(e: int, run: RunWriter, reg: perfkit.Registry, clock: FakeClock) -> perfkit.monitor.ScriptWindow:
     with window("train", epoch=e, run=run, registry=reg) as w:
         for _ in w.iterate(SlowLoader(clock, batches=4, size=2, wait_ns=MS)):
             clock.advance(2 * MS)

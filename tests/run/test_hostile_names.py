@@ -3,6 +3,7 @@ output prints a name on its line, whatever it holds (issue 28)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -12,8 +13,11 @@ import perfkit
 from perfkit._cli import main
 from perfkit.names import NAME_WIDTH, display_name
 from perfkit.reports import summary_text, write_html_report
-from perfkit.run import RunWriter, read_run, window
+from perfkit.run import RunWriter, read_run
 from tests.conftest import FakeClock
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 
 def one_window(run_dir: Path, stage: str, reg: perfkit.Registry, clock: FakeClock) -> None:

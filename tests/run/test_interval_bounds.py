@@ -12,10 +12,9 @@ from perfkit.stages import Intervals, StageRecorder
 
 
 def test_six_hundred_intervals_keep_at_most_the_limit_and_count_what_was_merged(tmp_path: Path) -> None:
-    rec = StageRecorder(perfkit.Registry(), top_k_slowest=0)
-    rec.intervals = Intervals(steps=2, warmup_steps=0, always=True)
-    rec.listeners.append(StageMonitor(say=lambda text: None, sinks=[RunWriter(tmp_path)], console=False))
-    rec.begin("train", 0)
+    monitor = StageMonitor(say=lambda text: None, sinks=[RunWriter(tmp_path)], console=False)
+    rec = StageRecorder(perfkit.Registry(), top_k_slowest=0, listeners=[monitor])
+    rec.begin("train", 0, intervals=Intervals(steps=2, warmup_steps=0, always=True))
     for _ in range(1200):
         rec.step_begin("train")
         rec.step_end("train")

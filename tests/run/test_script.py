@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import logging
@@ -17,10 +18,13 @@ import pytest
 
 import perfkit
 from perfkit._cli import main
-from perfkit.run import RunWriter, window
+from perfkit.run import RunWriter
 from perfkit.stages import StageWindow, batch_size
 from tests.conftest import FakeClock
 from tests.run.run_dirs import MS, SlowLoader
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 
 class Recorder:

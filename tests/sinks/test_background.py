@@ -7,6 +7,7 @@ with its own clock around each window's exit and around ``close()``.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -14,9 +15,11 @@ import pytest
 
 import perfkit
 from perfkit import PerfkitWarning
-from perfkit.run import window
 from perfkit.sinks import Background, MlflowSink
 from tests.conftest import FakeClock
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 UNREACHABLE = "http://127.0.0.1:9"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +12,12 @@ import pytest
 
 import perfkit
 from perfkit.reports import attach_report_to_wandb, log_report_to_mlflow
-from perfkit.run import window
 from perfkit.sinks import JsonlSink, MlflowSink, WandbSink
 from tests.conftest import FakeClock
 from tests.run.run_dirs import MS, SlowLoader
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
 

@@ -3,6 +3,7 @@ interrupted inside a window still writes its trace and joins the export thread (
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
@@ -10,8 +11,10 @@ import pytest
 import torch
 
 import perfkit
-from perfkit.run import window
 from perfkit.torch import ProfilerWindows
+
+window = functools.partial(perfkit.window, console=False)
+"""perfkit.window, without its console block."""
 
 
 def export_threads() -> list[threading.Thread]:

@@ -103,19 +103,11 @@ def test_command_line_overrides_reach_the_callbacks(app: Path) -> None:
     assert instantiate(cfg.callbacks.throughput_monitor).log_interval == 5  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("callback", ["perf_monitor", "profiler"])
-def test_an_override_line_with_the_old_key_phases_still_runs_and_warns(app: Path, callback: str) -> None:
-    cfg = compose_app(app, [f"callbacks.{callback}.phases=[val]"])
-    with pytest.warns(FutureWarning, match=r"\(phases=\.\.\.\) is deprecated .*: use stages="):
-        made = instantiate(cfg.callbacks[callback])  # type: ignore[index]
-    assert (made.stages if callback == "perf_monitor" else made.windows.stages) == ("val",)
-
-
 def test_selecting_one_callback_from_the_command_line(tmp_path: Path) -> None:
     (tmp_path / "app.yaml").write_text("defaults:\n  - _self_\n")
     cfg = compose_app(tmp_path, ["+callbacks=perf_monitor", "callbacks.perf_monitor.console=true"])
     assert list(cfg.callbacks) == ["perf_monitor"]  # type: ignore[attr-defined]
-    assert instantiate(cfg.callbacks.perf_monitor).console is True  # type: ignore[attr-defined]
+    assert instantiate(cfg.callbacks.perf_monitor).options.console is True  # type: ignore[attr-defined]
 
 
 def test_configs_list_every_constructor_argument() -> None:

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from perfkit.run import read_run
 from perfkit.sinks import Sink
-from perfkit.stages import Intervals, StageWindow
+from perfkit.stages import StageWindow
 
 from .planted import Plan
 from .planted import fit as planted_fit
@@ -202,8 +202,9 @@ def test_a_slowdown_planted_after_step_k_is_a_change_from_near_k(
 
 
 def test_a_step_based_fit_is_cut_by_default(tmp_path: Path) -> None:
-    monitor = PerfMonitor(sample_resources=False, run_dir=str(tmp_path / "run"), sinks=[Arrivals()])
-    monitor.intervals = Intervals(steps=20)  # the default plan (long epochs only), a shorter length
+    monitor = PerfMonitor(
+        sample_resources=False, run_dir=str(tmp_path / "run"), sinks=[Arrivals()], interval_steps=20
+    )
     fit(tmp_path, Model(row_s=0.0, step_s=0.001), 60, monitor)
     assert [w.steps for _, w, _, _ in CLOCK.arrived if w.is_interval] == [(10, 29), (30, 49)]
 

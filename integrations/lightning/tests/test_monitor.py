@@ -220,7 +220,6 @@ def test_non_numeric_tags_are_warned_about_once(tmp_path: Path) -> None:
     [
         ({"stages": ["train", "eval"]}, ValueError, "stages: unknown stage 'eval'"),
         ({"stages": "train"}, TypeError, "stages must be a list"),
-        ({"stages": ["val"], "phases": ["val"]}, TypeError, "give stages= or its old name phases=, not both"),
         ({"top_k_slowest": -1}, ValueError, "top_k_slowest must be an int >= 0, got -1"),
         ({"batch_size_fn": 3}, TypeError, "batch_size_fn must be callable or None, got 3"),
         (
@@ -249,20 +248,6 @@ def test_bad_arguments_fail_at_construction(
 ) -> None:
     with pytest.raises(error, match=message.replace("(", "\\(").replace(")", "\\)")):
         PerfMonitor(**kwargs)
-
-
-def test_phases_is_the_old_name_of_stages_and_still_works_with_a_future_warning() -> None:
-    import perfkit_lightning
-
-    with pytest.warns(FutureWarning, match=r"PerfMonitor\(phases=\.\.\.\) is deprecated .*: use stages="):
-        monitor = PerfMonitor(phases=["val"])
-    assert monitor.stages == ("val",)
-    with pytest.warns(FutureWarning, match="use PerfMonitor.stages"):
-        assert monitor.phases == ("val",)
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="phases: unknown stage 'eval'"):
-        PerfMonitor(phases=["eval"])  # the error names the argument given
-    with pytest.warns(FutureWarning, match="use perfkit_lightning.STAGES"):
-        assert perfkit_lightning.PHASES == perfkit_lightning.STAGES == ("train", "val", "test", "predict")
 
 
 @pytest.mark.parametrize(

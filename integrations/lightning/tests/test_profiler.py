@@ -178,7 +178,6 @@ def test_disabled_it_leaves_the_trainer(tmp_path: Path) -> None:
         ({"activities": ["tpu"]}, ValueError, "activities: unknown activity 'tpu'"),
         ({"stages": ["predict"]}, ValueError, "stages: unknown stage 'predict'"),
         ({"stages": "val"}, TypeError, "stages must be a list of stage names, got 'val'"),
-        ({"stages": ["val"], "phases": ["val"]}, TypeError, "give stages= or its old name phases=, not both"),
         ({"log_top_k_ops": 0}, ValueError, "log_top_k_ops must be an int >= 1, got 0"),
         ({"max_trace_mb": 0}, ValueError, r"max_trace_mb must be a finite number in \(0, 100,000.0\], got 0"),
         ({"max_trace_mb": float("nan")}, ValueError, r"max_trace_mb must be a finite number .*, got nan"),
@@ -193,13 +192,6 @@ def test_bad_arguments_fail_at_construction(
 ) -> None:
     with pytest.raises(error, match=message):
         ProfilerCallback(**kwargs)
-
-
-def test_phases_is_the_old_name_of_stages_and_still_works_with_a_future_warning() -> None:
-    deprecated = r"ProfilerCallback\(phases=\.\.\.\) is deprecated .*: use stages="
-    with pytest.warns(FutureWarning, match=deprecated):
-        assert ProfilerCallback(phases=["test"]).windows.stages == ("test",)
-    assert ProfilerCallback().windows.stages == ("train", "val")
 
 
 def test_memory_stays_flat_over_many_windows(tmp_path: Path) -> None:

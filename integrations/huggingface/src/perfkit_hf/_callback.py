@@ -1,8 +1,8 @@
 """``PerfkitCallback``: the stage account, verdicts and run directory of a Hugging Face ``Trainer``.
 
-A thin adapter, as ``perfkit_lightning.PerfMonitor`` is: a ``StageRecorder`` is fed from the
-Trainer's callback events and from its loaders, and a ``perfkit.monitor.StageMonitor``
-publishes each stage epoch. How the Trainer's loop maps onto perfkit's stage timeline:
+A thin adapter, as ``perfkit_lightning.PerfMonitor`` is: one ``perfkit.monitor.Session``, built
+from the shared ``Options`` when the Trainer is reached, is fed from the Trainer's callback
+events and from its loaders. How the Trainer's loop maps onto perfkit's stage timeline:
 
 * **train**: an epoch runs from ``on_epoch_begin`` (before the Trainer calls ``iter()`` on its
   loader, so worker start-up is in the epoch's data wait) to ``on_epoch_end``. The Trainer
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,10 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 
 import perfkit
 import perfkit.torch
-from perfkit.monitor import StageMonitor, console_logger, say_through
-from perfkit.names import RUN_DIR_NAME, STAGES, optimizer_series
-from perfkit.resources import ResourceSampler, lease, release
-from perfkit.run import RunWriter
-from perfkit.sinks import Sink, check_sinks
-from perfkit.stages import StageRecorder, StageWindow, batch_size, check_stages, intervals_from
+from perfkit.monitor import Host, Options, Session, console_logger, say_through
+from perfkit.names import RUN_DIR_NAME, optimizer_series
+from perfkit.sinks import Sink
+from perfkit.stages import StageWindow, batch_size
 
 from ._trainer import StageLoader, find_trainer, wrap_loaders
 
@@ -74,17 +72,15 @@ class _TrainerLog:
 class PerfkitCallback(TrainerCallback):
     """Per-stage-epoch performance metrics, verdicts and a run directory for a Hugging Face Trainer.
 
-    ``stages``: which of train, val, predict to publish; ``run_dir``: where the run directory
-    goes (default ``OUTPUT_DIR/perfkit-run``; ``save_run=False`` writes none); ``console``: say
-    each stage epoch's block and, at the end of training, the run's ranked verdicts;
-    ``sinks``: more ``perfkit.sinks`` sinks; ``sample_resources``: poll memory while training.
-    ``intervals``, ``interval_steps``, ``interval_s``, ``warmup_steps``: a long epoch's interval
-    windows, as on ``perfkit_lightning.PerfMonitor`` (by default on for a run of ``max_steps`` in
-    one pass, or an epoch still running after three minutes; steps are micro-batches).
-    ``time_gradient_sync``: under DDP, time each rank's wait for the gradient all-reduce
-    (``perfkit.torch.time_gradient_sync``), so STRAGGLER tells a rank's slow compute from the
-    ranks that wait for it. ``merge_timeout_s``: how long the ranks wait for each other at an
-    epoch's end to merge their windows; a rank later than that is named and the merge stops.
+    The arguments are ``perfkit.monitor.Options``, as ``perfkit_lightning.PerfMonitor`` takes them
+    (same names, defaults and checks): ``stages`` (of train, val, predict), ``run_dir`` (default
+    ``OUTPUT_DIR/perfkit-run``; ``save_run=False`` writes none), ``console`` (each stage epoch's
+    block and, at the end of training, the run's ranked verdicts), ``sinks``,
+    ``sample_resources``, a long epoch's ``intervals`` (by default on for a run of ``max_steps``
+    in one pass, or an epoch still running after three minutes; steps are micro-batches),
+    ``time_gradient_sync`` (under DDP, each rank's wait for the gradient all-reduce, so
+    STRAGGLER tells a rank's slow compute from the ranks that wait for it) and
+    ``merge_timeout_s`` (how long the ranks wait for each other at an epoch's end).
 
     >>> from perfkit_hf import PerfkitCallback
     >>> callback = PerfkitCallback(stages=("train", "val"), console=False)
@@ -93,14 +89,16 @@ class PerfkitCallback(TrainerCallback):
     def __init__(
         self,
         *,
-        stages: Iterable[str] = STAGES,
+        stages: Iterable[str] | None = None,
+        prefix: str = "perf",
+        console: bool = True,
         run_dir: str | os.PathLike[str] | None = None,
         save_run: bool = True,
-        console: bool = True,
-        prefix: str = "perf",
         top_k_slowest: int = 5,
+        batch_size_fn: Callable[[Any], int | None] | None = None,
         sample_resources: bool = True,
         sample_interval_s: float = 0.1,
+        user_series: bool = True,
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
         intervals: bool | None = None,
@@ -110,32 +108,34 @@ class PerfkitCallback(TrainerCallback):
         time_gradient_sync: bool = True,
         merge_timeout_s: float = 300.0,
     ) -> None:
-        self.stages = check_stages(stages, "stages")
-        if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
-            raise TypeError(f"run_dir must be a path or None, got {run_dir!r}")
-        if not isinstance(prefix, str) or not prefix:
-            raise ValueError(f"prefix must be a non-empty str, got {prefix!r}")
-        if registry is not None and not isinstance(registry, perfkit.Registry):
-            raise TypeError(f"registry must be a perfkit.Registry or None, got {registry!r}")
-        self.run_dir = run_dir
-        self.save_run = bool(save_run)
-        self.console = bool(console)
-        self.prefix = prefix
-        self.sample_resources = bool(sample_resources)
-        self.sample_interval_s = sample_interval_s
-        self.time_gradient_sync = bool(time_gradient_sync)
-        self.ranks = perfkit.torch.TorchRanks(timeout_s=merge_timeout_s)
-        self.registry = registry or perfkit.get_registry()
-        self.sinks = check_sinks(sinks)
-        self.recorder = StageRecorder(self.registry, top_k_slowest=top_k_slowest)
-        self.recorder.intervals = intervals_from(intervals, interval_steps, interval_s, warmup_steps)
-        self.monitor: StageMonitor | None = None
+        self.options = Options(
+            stages=stages,
+            prefix=prefix,
+            console=console,
+            run_dir=run_dir,
+            save_run=save_run,
+            top_k_slowest=top_k_slowest,
+            batch_size_fn=batch_size_fn,
+            sample_resources=sample_resources,
+            sample_interval_s=sample_interval_s,
+            user_series=user_series,
+            registry=registry,
+            sinks=sinks,
+            intervals=intervals,
+            interval_steps=interval_steps,
+            interval_s=interval_s,
+            warmup_steps=warmup_steps,
+            time_gradient_sync=time_gradient_sync,
+            merge_timeout_s=merge_timeout_s,
+        )
+        """The options, checked (``perfkit.monitor.Options``)."""
+        self.registry = self.options.registry or perfkit.get_registry()
+        self.session: Session | None = None
+        """The run's session, from when the Trainer is reached."""
         self._optimizer_t0: int | None = None
         self._trainer: Any = None
         self._undo: list[Any] = []
         self._epochs: dict[str, int] = {}
-        self._sampler: ResourceSampler | None = None
-        self._writer: RunWriter | None = None
         self._instrumented: set[int] = set()
 
     # ---- reaching the Trainer -----------------------------------------------------------------
@@ -150,31 +150,13 @@ class PerfkitCallback(TrainerCallback):
     ) -> None:
         if self._trainer is None:  # added after the Trainer was built (trainer.add_callback)
             self._attach(find_trainer(), args)
-        if args.max_steps > 0 and state.num_train_epochs <= 1:  # one pass or less: step-based
-            self.recorder.mark_long("train")
-        if self.sample_resources and self._sampler is None:
-            self._sampler = lease(self.registry, self.sample_interval_s)
-            self.recorder.sampler = self._sampler
-        if self.time_gradient_sync and self._trainer is not None:
-            self._time_gradient_sync(getattr(self._trainer, "model_wrapped", None), args)
-
-    def _time_gradient_sync(self, model: Any, args: TrainingArguments) -> None:
-        """Time each rank's wait for the gradient all-reduce where the Trainer wrapped the model in
-        DDP (it has by ``on_train_begin``), so STRAGGLER tells a rank with slow compute from the
-        ranks that wait for it; a communication hook of the user's own is kept."""
-        from torch.nn.parallel import DistributedDataParallel
-
-        if not isinstance(model, DistributedDataParallel):
+        session = self.session
+        if session is None:
             return
-        try:
-            perfkit.torch.time_gradient_sync(model, registry=self.registry)
-        except RuntimeError as exc:  # DDP takes one hook: the user's (PowerSGD, compression) stays
-            if args.process_index == 0:
-                say(
-                    "perfkit: the DDP model already has a communication hook, kept as it is; each "
-                    "rank's wait for the gradient all-reduce is not timed "
-                    f"(PerfkitCallback(time_gradient_sync=False) says nothing): {exc}"
-                )
+        if args.max_steps > 0 and state.num_train_epochs <= 1:  # one pass or less: step-based
+            session.recorder.mark_long("train")
+        # the Trainer has wrapped the model in DDP by now (where it does)
+        session.time_gradient_sync(getattr(self._trainer, "model_wrapped", None))
 
     def _attach(self, trainer: Any, args: TrainingArguments) -> None:
         if self._trainer is not None or trainer is None:
@@ -183,32 +165,28 @@ class PerfkitCallback(TrainerCallback):
             return
         self._trainer = trainer
         self._undo.append(wrap_loaders(trainer, self._loader))
-        if perfkit.torch.world_size() > 1:
-            self.recorder.gather = self.ranks
-            self.recorder.rank = int(args.process_index)
-        publish = bool(args.process_index == 0)
-        sinks: list[Sink] = [_TrainerLog(trainer)]
-        path = self.run_path(args)
-        if publish and path is not None:
-            self._writer = RunWriter(path, prefix=self.prefix, meta={"framework": "transformers"})
-            sinks.append(self._writer)
-        self.monitor = StageMonitor(
+        host = Host(
             say=say,
-            stages=self.stages,
-            sinks=[*sinks, *self.sinks],
-            prefix=self.prefix,
-            console=self.console,
-            publish=publish,
-            step_of=lambda stage: int(self._trainer.state.global_step),
-            is_open=self.recorder.is_open,
+            rank=int(args.process_index),
+            world=perfkit.torch.world_size(),
+            run_path=Path(args.output_dir or ".") / RUN_DIR_NAME,
+            meta={"framework": "transformers"},
+            sinks=(_TrainerLog(trainer),),
+            step_of=lambda stage: int(trainer.state.global_step),
         )
-        self.recorder.listeners.append(self.monitor)
+        self.session = Session(self.options, host)
+
+    @property
+    def monitor(self) -> Any:
+        """The session's ``StageMonitor`` (None before the Trainer is reached)."""
+        return self.session.monitor if self.session is not None else None
 
     def run_path(self, args: TrainingArguments) -> Path | None:
         """Where the run directory is: ``run_dir``, else ``OUTPUT_DIR/perfkit-run`` (None: not saved)."""
-        if not self.save_run:
+        if not self.options.save_run:
             return None
-        return Path(self.run_dir) if self.run_dir is not None else Path(args.output_dir or ".") / RUN_DIR_NAME
+        run_dir = self.options.run_dir
+        return Path(run_dir) if run_dir is not None else Path(args.output_dir or ".") / RUN_DIR_NAME
 
     # ---- loaders --------------------------------------------------------------------------------
 
@@ -226,33 +204,44 @@ class PerfkitCallback(TrainerCallback):
         return StageLoader(loader, lambda source: self._iterate(stage, source))
 
     def _iterate(self, stage: str, source: Any) -> Iterator[Any]:
-        rec = self.recorder
         items = iter(source)  # STAGE.data.wait and .data.iter come from the instrumented loader
+        rec = self.session.recorder if self.session is not None else None
         try:
             for item in items:
-                if stage == "train":  # steps come from the Trainer's events (it fetches ahead)
+                if rec is None:
+                    yield item
+                elif stage == "train":  # steps come from the Trainer's events (it fetches ahead)
                     rec.add_samples(stage, batch_size(item) or 0)
                     yield item
-                    continue
-                rec.step_begin(stage)
-                try:
-                    yield item
-                finally:
-                    rec.step_end(stage, batch=item)
+                else:
+                    rec.step_begin(stage)
+                    try:
+                        yield item
+                    finally:
+                        rec.step_end(stage, batch=item)
         finally:
             close = getattr(items, "close", None)
             if close is not None:  # a generator (accelerate's loaders): end it with the epoch
                 close()
 
     def _begin(self, stage: str) -> None:
-        if not self.recorder.is_open(stage):
+        session = self.session
+        if session is not None and not session.recorder.is_open(stage):
             epoch = self._epochs.get(stage, 0)
             self._epochs[stage] = epoch + 1
-            self.recorder.begin(stage, epoch)
+            session.begin(stage, epoch)
 
     def _end(self, stage: str) -> None:
-        if self.recorder.is_open(stage):
-            self.recorder.end(stage)
+        if self.session is not None:
+            self.session.end(stage)
+
+    def _step_begin(self) -> None:
+        if self.session is not None:
+            self.session.recorder.step_begin("train")
+
+    def _step_end(self) -> None:
+        if self.session is not None:
+            self.session.recorder.step_end("train")
 
     # ---- train ----------------------------------------------------------------------------------
 
@@ -264,13 +253,13 @@ class PerfkitCallback(TrainerCallback):
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        self.recorder.step_begin("train")
+        self._step_begin()
 
     def on_substep_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        self.recorder.step_end("train")  # a micro-batch ended; the next begins at once
-        self.recorder.step_begin("train")
+        self._step_end()  # a micro-batch ended; the next begins at once
+        self._step_begin()
 
     def on_pre_optimizer_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -280,14 +269,14 @@ class PerfkitCallback(TrainerCallback):
     def on_optimizer_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        if self._optimizer_t0 is not None:
+        if self._optimizer_t0 is not None and self.session is not None:
             t0, self._optimizer_t0 = self._optimizer_t0, None
-            self.recorder.record("train", optimizer_series("train"), t0, self.registry.clock())
+            self.session.recorder.record("train", optimizer_series("train"), t0, self.registry.clock())
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        self.recorder.step_end("train")
+        self._step_end()
 
     def on_epoch_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -312,8 +301,5 @@ class PerfkitCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         self._end("train")  # a run stopped by max_steps mid-epoch
-        if self.monitor is not None:
-            self.monitor.finish(self._writer, self.registry.snapshot())
-        if self._sampler is not None:
-            release(self._sampler)
-            self._sampler, self.recorder.sampler = None, None
+        if self.session is not None:
+            self.session.finish()

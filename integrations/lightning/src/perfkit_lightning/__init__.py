@@ -12,8 +12,6 @@ Stacked on one Trainer they share one stage timeline: each step is recorded once
 ``STAGES`` are the stages a callback's ``stages=`` picks from.
 """
 
-import warnings
-
 from perfkit.names import STAGES
 from perfkit.stages import tag_step
 
@@ -32,15 +30,3 @@ __all__ = [
     "__version__",
     "tag_step",
 ]
-
-
-def __getattr__(name: str) -> object:
-    if name == "PHASES":  # the deprecated name of STAGES, kept for one release
-        warnings.warn(
-            "perfkit_lightning.PHASES is deprecated and goes in the next release:"
-            " use perfkit_lightning.STAGES",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return STAGES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

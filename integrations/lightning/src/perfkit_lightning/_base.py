@@ -4,18 +4,10 @@ A callback that is disabled (``enabled=False``, or perfkit disabled by ``PERFKIT
 or ``perfkit.disable()``) leaves ``trainer.callbacks`` in ``setup``, so it costs nothing per
 step. The batch-end hooks of all four stages are generated here, once: each hands the batch
 to the driver, which counts its samples once however many perfkit callbacks see it.
-
-``phases=`` was the first name of ``stages=`` (train / val / test / predict); perfkit's one word
-for those is *stage* (and *part* for a piece of a step's time: docs/design.md's glossary). The
-old name works for one release (``stages_or_phases``),
-and the packaged Hydra configs keep a ``phases: null`` key beside ``stages:``, so a user's
-override line with the old key (``callbacks.perf_monitor.phases=[val]``) still runs as written.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterable
 from typing import Any
 
 import lightning
@@ -104,22 +96,3 @@ def _say_disabled() -> None:
 
 def _warn_missing(what: str) -> None:
     warn(f"perfkit: this Lightning ({lightning.__version__}) has no {what}; perfkit's stage metrics are off")
-
-
-def stages_or_phases(
-    owner: str, stages: Iterable[str] | None, phases: Iterable[str] | None
-) -> tuple[Iterable[str] | None, str]:
-    """The stages asked for and the name of the argument that gave them (for error messages).
-
-    ``phases`` given: a ``FutureWarning`` naming ``stages``; both given: a ``TypeError`` naming both.
-    """
-    if phases is None:
-        return stages, "stages"
-    if stages is not None:
-        raise TypeError(f"{owner}: give stages= or its old name phases=, not both")
-    warnings.warn(
-        f"{owner}(phases=...) is deprecated and goes in the next release: use stages=... (same values)",
-        FutureWarning,
-        stacklevel=3,
-    )
-    return phases, "phases"

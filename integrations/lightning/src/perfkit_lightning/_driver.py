@@ -1,20 +1,23 @@
-"""One driver per Trainer: the stage timeline that every perfkit callback on it shares.
+"""One driver per Trainer: the session that every perfkit callback on it shares.
 
 The first perfkit callback set up on a Trainer installs it; the others attach to it; the
-last to tear down removes it. It owns a ``perfkit.stages.StageRecorder`` and feeds it from
+last to tear down removes it. It owns a ``perfkit.monitor.Session``, built once from every
+perfkit callback on the Trainer (the options of the one that publishes, PerfMonitor; the
+others' wishes: memory sampling, slowest steps, how to count a batch), and feeds it from
 Lightning itself: the loops' ``run`` / epoch methods open and close stage epochs (see
 ``_lightning``), the ``HookClock`` in front of ``trainer.profiler`` times steps and other
-callbacks' hooks, the loaders each loop builds are instrumented (``_loaders``). The
-callbacks are the recorder's listeners: PerfMonitor logs each window, the presets map it to
+callbacks' hooks, the loaders each loop builds are instrumented (``_loaders``). The callbacks
+are the session's listeners: PerfMonitor reads its monitor, the presets map each window to
 their keys, ProfilerCallback follows the stages with its profiler windows. However many are
-stacked, each step is recorded once.
+stacked, each step is recorded once. The driver rides on its Trainer (an attribute), and so
+does what a Trainer's next call inherits once it is gone.
 """
 
 from __future__ import annotations
 
 import functools
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +25,21 @@ import torch
 from lightning.pytorch import Callback, Trainer
 
 import perfkit
-import perfkit.torch
-from perfkit.resources import ResourceSampler, lease, release
+from perfkit.monitor import Host, Options, Session
+from perfkit.names import RUN_DIR_NAME
 from perfkit.run import RunWriter
 from perfkit.stages import StageListener, StageRecorder, batch_size
 
+from ._console import say
 from ._hookclock import HookClock
-from ._lightning import Undo, check, eval_loops, logger_methods, step_based, wrap
+from ._lightning import Undo, check, eval_loops, log_step, logger_methods, step_based, wrap
 from ._loaders import hook_loaders
 from ._sinks import LoggerSink
 
-_DRIVERS: weakref.WeakKeyDictionary[Trainer, Driver] = weakref.WeakKeyDictionary()
-_CARRIED: weakref.WeakKeyDictionary[Trainer, Carried] = weakref.WeakKeyDictionary()
+DRIVER = "_perfkit_driver"
+"""The attribute of a Trainer that holds its driver while one is installed."""
+CARRIED = "_perfkit_carried"
+"""The attribute of a Trainer that holds what its next call inherits (``Carried``)."""
 
 
 class Carried:
@@ -48,60 +54,81 @@ class Carried:
 class Member(Callback, StageListener):
     """What every perfkit callback is to the driver: a listener with a few wishes."""
 
+    enabled: bool = True
     registry: perfkit.Registry | None = None
     include_sanity_check: bool = False
     top_k_slowest: int = 0
-    batch_size_fn: Callable[[Any], int] | None = None
+    batch_size_fn: Callable[[Any], int | None] | None = None
     sample_interval_s: float = 0.1
 
     def wants_resources(self) -> bool:
         return False
 
+    def session_options(self) -> Options | None:
+        """The session's options, from the callback that publishes the run (PerfMonitor); None else."""
+        return None
+
+
+def session_options(members: Sequence[Member]) -> tuple[Options, bool]:
+    """The options of the session the ``members`` share, and whether one of them publishes: the
+    publishing member's options (else nothing saved or said), with every member's wishes."""
+    lead = next((o for o in (m.session_options() for m in members) if o is not None), None)
+    base = lead or Options(console=False, save_run=False, registry=next((m.registry for m in members), None))
+    wanting = [m for m in members if m.wants_resources()]
+    return (
+        replace(
+            base,
+            sample_resources=bool(wanting),
+            sample_interval_s=wanting[0].sample_interval_s if wanting else base.sample_interval_s,
+            top_k_slowest=max([base.top_k_slowest if lead else 0, *(m.top_k_slowest for m in members)]),
+            batch_size_fn=base.batch_size_fn or _tensor_batch_size,
+        ),
+        lead is not None,
+    )
+
 
 class Driver:
     """The stage timeline of one Trainer (see the module docstring)."""
 
-    def __init__(self, trainer: Trainer, first: Member) -> None:
+    def __init__(self, trainer: Trainer, members: Sequence[Member]) -> None:
         self.trainer = trainer
         self.members: list[Member] = []
-        self.registry = first.registry or perfkit.get_registry()
         self.log_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP: every rank
-        self.recorder = StageRecorder(
-            self.registry,
-            top_k_slowest=first.top_k_slowest,
-            batch_size_fn=first.batch_size_fn or _tensor_batch_size,
-            gather=perfkit.torch.gather_ranks,
+        self._logger_sinks = [LoggerSink(logger) for logger in trainer.loggers]
+        carried = getattr(trainer, CARRIED, None) or Carried({}, None)
+        self._runs = carried.runs  # stand-alone validate/test/predict runs so far, per stage
+        options, publishes = session_options(members)
+        host = Host(
+            say=say,
             rank=trainer.global_rank,
+            world=trainer.world_size,
+            run_path=self.log_dir / RUN_DIR_NAME,
+            meta={"stage": trainer.state.fn},
+            sinks=self._logger_sinks,
+            step_of=lambda stage: log_step(trainer, stage),
+            interval_step_of=lambda stage: log_step(trainer, stage, interval=True),
         )
-        self.writers: dict[Path, RunWriter] = {}
-        self._logger_sinks: list[LoggerSink] | None = None
-        self._sampler: ResourceSampler | None = None
+        self.session = Session(
+            options, host, monitor=publishes, train_s_per_sample=carried.train_s_per_sample
+        )
+        self.recorder: StageRecorder = self.session.recorder
+        self.registry: perfkit.Registry = self.session.registry
         self._undo: list[Undo] = []
         self._eval: list[str] = []  # evaluation stages running now, innermost last
-        carried = _CARRIED.get(trainer) or Carried({}, None)
-        self._runs = carried.runs  # stand-alone validate/test/predict runs so far, per stage
-        self.recorder.train_s_per_sample = carried.train_s_per_sample
         self.missing = check(trainer)
 
     # ---- members ----------------------------------------------------------------------------
 
     def join(self, member: Member) -> None:
-        if member in self.members:
-            return
-        self.members.append(member)
-        self.recorder.listeners.append(member)
-        self.recorder.top_k_slowest = max(self.recorder.top_k_slowest, member.top_k_slowest)
-        if member.batch_size_fn is not None:
-            self.recorder.batch_size_fn = member.batch_size_fn
-        if member.wants_resources() and self._sampler is None:
-            self._sampler = lease(self.registry, member.sample_interval_s)
-            self.recorder.sampler = self._sampler
+        if member not in self.members:
+            self.members.append(member)
+            self.session.add_listener(member)
 
     def leave(self, member: Member) -> bool:
         """Detach ``member``; True when it was the last one (the driver is then gone)."""
         if member in self.members:
             self.members.remove(member)
-            self.recorder.listeners.remove(member)
+            self.session.remove_listener(member)
         if self.members:
             return False
         self.uninstall()
@@ -109,18 +136,11 @@ class Driver:
 
     def logger_sinks(self) -> list[LoggerSink]:
         """One sink per logger of the Trainer, shared by the callbacks (one background queue each)."""
-        if self._logger_sinks is None:
-            self._logger_sinks = [LoggerSink(logger) for logger in self.trainer.loggers]
         return list(self._logger_sinks)
 
-    def writer(self, path: Path, prefix: str) -> RunWriter:
-        """The run directory writer for ``path`` (one per path, shared by the callbacks)."""
-        writer = self.writers.get(path)
-        if writer is None:
-            writer = self.writers[path] = RunWriter(
-                path, meta={"stage": self.trainer.state.fn}, prefix=prefix
-            )
-        return writer
+    def writer(self, path: Path | None = None) -> RunWriter | None:
+        """The run directory's writer (``path``: a member's own run directory); None off rank 0."""
+        return self.session.run_writer(path)
 
     # ---- installing ---------------------------------------------------------------------------
 
@@ -146,15 +166,14 @@ class Driver:
     def uninstall(self) -> None:
         for stage in ("sanity", "val", "test", "predict", "train"):
             self.recorder.discard(stage)  # an interrupted run: no collective, no window
-        for sink in self._logger_sinks or ():
+        for sink in self._logger_sinks:
             sink.close()  # network loggers: a bounded flush, before the Trainer finalizes them
         while self._undo:
             self._undo.pop()()
-        if self._sampler is not None:
-            release(self._sampler)
-            self._sampler = None
-        _CARRIED[self.trainer] = Carried(self._runs, self.recorder.train_s_per_sample)
-        _DRIVERS.pop(self.trainer, None)
+        self.session.close()
+        trainer: Any = self.trainer
+        trainer.__dict__.pop(DRIVER, None)
+        setattr(trainer, CARRIED, Carried(self._runs, self.recorder.train_s_per_sample))
 
     def _is_member(self, callback: Callback) -> bool:
         return callback in self.members
@@ -165,9 +184,9 @@ class Driver:
         def begins(*args: Any, **kwargs: Any) -> Any:
             trainer = self.trainer
             if trainer.training and not trainer.sanity_checking:
-                self.recorder.begin("train", trainer.current_epoch)
+                self.session.begin("train", trainer.current_epoch)
             out = original(*args, **kwargs)
-            if self.recorder.intervals is not None and step_based(trainer):  # loaders are built now
+            if step_based(trainer):  # the loaders are built now: a long epoch is cut from its start
                 self.recorder.mark_long("train")
             return out
 
@@ -196,7 +215,9 @@ class Driver:
                     return original(*args, **kwargs)
                 self._eval.append(stage)
                 rec = self.recorder
-                rec.begin(stage, self._epoch(stage, in_fit), loader="val" if stage == "sanity" else None)
+                self.session.begin(
+                    stage, self._epoch(stage, in_fit), loader="val" if stage == "sanity" else None
+                )
                 try:
                     out = original(*args, **kwargs)
                 except BaseException:
@@ -234,10 +255,14 @@ class Driver:
 
 
 def attach(trainer: Trainer, member: Member) -> Driver:
-    """The driver of ``trainer`` (installed now if ``member`` is the first), with ``member`` in it."""
-    driver = _DRIVERS.get(trainer)
+    """The driver of ``trainer`` (installed now if ``member`` is the first, for every enabled
+    perfkit callback on it), with ``member`` in it."""
+    driver: Driver | None = getattr(trainer, DRIVER, None)
     if driver is None:
-        driver = _DRIVERS[trainer] = Driver(trainer, member)
+        callbacks: list[Any] = getattr(trainer, "callbacks", [])
+        members = [cb for cb in callbacks if isinstance(cb, Member) and cb.enabled]
+        driver = Driver(trainer, members if member in members else [member, *members])
+        setattr(trainer, DRIVER, driver)
         driver.install()
     driver.join(member)
     return driver

@@ -71,7 +71,8 @@ def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> 
         datasets: dict[str, str] = {}
         loaders = instrument_all(request(), stage, recorder.registry, datasets=datasets)
         recorder.record(stage, series, t0, clock())
-        recorder.datasets.update(datasets)
+        for loader, dataset in datasets.items():
+            recorder.name_dataset(loader, dataset)
         return loaders
 
     dataloader.__perfkit_hook__ = True  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ from perfkit.stages import StageWindow, check_stages, metric_key
 from perfkit.torch import ProfilerWindows, world_size
 from perfkit.trace import TraceAnalysis
 
-from ._base import PerfkitCallback, stages_or_phases
+from ._base import PerfkitCallback
 from ._console import say
 from ._driver import Driver
 from ._lightning import log_step, total_steps
@@ -40,8 +40,7 @@ class ProfilerCallback(PerfkitCallback):
     ``skip_first`` steps and ``wait`` steps before each of ``repeat`` cycles. ``activities``
     is a list of "cpu" / "cuda" (None: CPU, plus CUDA where available). Traces over
     ``max_trace_mb`` are not kept; ``output_dir`` None puts them in ``LOG_DIR/perfkit/traces``.
-    ``stages`` are some of train, val and test (None: train and val); ``phases`` is their
-    deprecated name (a ``FutureWarning``; gone in the next release).
+    ``stages`` are some of train, val and test (None: train and val).
 
     >>> from perfkit_lightning import ProfilerCallback
     >>> profiler = ProfilerCallback(profile_epochs=[1], profile_steps=20, stages=("val",))
@@ -69,11 +68,9 @@ class ProfilerCallback(PerfkitCallback):
         max_trace_mb: float = 500.0,
         console: bool = True,
         run_dir: str | None = None,
-        phases: Iterable[str] | None = None,
     ) -> None:
-        wanted, argument = stages_or_phases("ProfilerCallback", stages, phases)
-        wanted = ("train", "val") if wanted is None else wanted
-        checked = check_stages(wanted, argument, among=PROFILED_STAGES)
+        wanted = ("train", "val") if stages is None else stages
+        checked = check_stages(wanted, "stages", among=PROFILED_STAGES)
         check_int(log_top_k_ops, "log_top_k_ops", low=1)
         if output_dir is not None and (not isinstance(output_dir, (str, Path)) or not str(output_dir)):
             raise TypeError(f"output_dir must be a non-empty path or None, got {output_dir!r}")
@@ -163,9 +160,15 @@ class ProfilerCallback(PerfkitCallback):
                 continue
             if self._fanout is not None:
                 log_to_loggers(self._fanout, _metrics(job.stage, analysis), log_step(trainer, job.stage))
-            driver.writer(self._run, "perf").add_trace(
-                stage=job.stage, epoch=job.epoch, trace=job.path, summary=analysis.to_dict(), rank=job.rank
-            )
+            writer = driver.writer(self._run)
+            if writer is not None:
+                writer.add_trace(
+                    stage=job.stage,
+                    epoch=job.epoch,
+                    trace=job.path,
+                    summary=analysis.to_dict(),
+                    rank=job.rank,
+                )
             if self.console:
                 lines = analysis_text(analysis).splitlines()
                 say("\n".join([f"[Profiler] Trace exported: {job.path}", *lines[1:]]))

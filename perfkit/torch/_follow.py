@@ -1,7 +1,7 @@
-"""``autorun``: every DataLoader iteration of this process as a stage epoch, with no code changed.
+"""``follow_loaders``: every DataLoader iteration of this process as a stage epoch, with no code changed.
 
-What ``perfkit run -- python train.py`` starts in the command's processes: their start-up hook
-calls ``autorun(run_dir)`` as soon as torch is imported. From then on, in this process:
+What ``perfkit run -- python train.py`` does in the command's processes (``perfkit.autorun`` builds
+the session and hands it here). From then on, in this process:
 
 * each ``iter()`` on a DataLoader (or subclass) opens a **stage epoch**, closed when the
   iterator is exhausted, at the next ``iter()`` on the same loader, or at exit; ``iter()``
@@ -19,72 +19,64 @@ calls ``autorun(run_dir)`` as soon as torch is imported. From then on, in this p
   so the records made in its workers arrive (``LOADER.data.fetch``);
 * ``torch.distributed`` collectives called from Python are ``dist.wait`` (``_collectives``).
 
-Windows go to ``run_dir`` through a ``RunWriter`` as each ends (so a process killed mid-run
-leaves every finished one); at exit the open ones are closed and ``final.json`` is written.
-Diagnosing is left to the ``perfkit run`` process, from what is on disk. The user's own
-``section``/``@timed`` marks land in the windows (one default registry).
-
 What is left alone: a loader someone already instrumented (the Lightning and Hugging Face
 callbacks, ``perfkit.torch.instrument``: they own its stage epochs), loaders iterated off the
-main thread or in a forked child, DataLoader worker processes, and ranks other than 0 of a
-``torchrun`` job (no gather in zero-code mode: a collective perfkit adds could deadlock a job
-whose ranks see different batch counts; rank 0's windows are rank 0's alone). A fault in this
-bookkeeping is warned about once and turns it off; the script goes on.
+main thread or in a forked child, and DataLoader worker processes. A fault in this bookkeeping
+is warned about once and turns it off; the script goes on.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import threading
 import weakref
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import DataLoader, get_worker_info
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .._iteration import record_iter, record_wait
-from .._registry import Registry, current_registry
 from .._state import SWITCH
 from .._warn import WarnOnce
-from ..resources import ResourceSampler, lease, release
-from ..run import RunWriter
-from ..sinks import Failures, SinkFanout
-from ..stages import StageListener, StageRecorder, StageWindow, stage_metrics
+from ..stages import StageRecorder, StageWindow
 from ._collectives import time_collectives
 from ._dataloader import hook_iterators, instrument_dataloader, settings_of
 
 _ATTR = "_perfkit_autorun"
-SAMPLE_INTERVAL_S = 0.1
-"""How often memory is sampled while a loop runs (a daemon thread)."""
-_SESSION: Session | None = None
+_FOLLOWER: list[LoopFollower] = []  # this process's one follower: the hooks below find it here
 _warn = WarnOnce()
 
 
-def autorun(run_dir: str | os.PathLike[str], *, registry: Registry | None = None) -> bool:
-    """Time every DataLoader iteration of this process into the run directory ``run_dir`` (see the
-    module docstring); False where this process is not the one to record (a rank other than 0).
-    Calling it again does nothing.
+class LoopDriver(Protocol):
+    """What the follower drives: a ``perfkit.monitor.Session``."""
+
+    @property
+    def recorder(self) -> StageRecorder: ...
+
+    def begin(self, stage: str, epoch: int, *, loader: str | None = None) -> None: ...
+
+    def end(self, stage: str) -> StageWindow | None: ...
+
+
+def follow_loaders(driver: LoopDriver) -> LoopFollower:
+    """Drive ``driver``'s stage epochs from every DataLoader iteration of this process (see the
+    module docstring); the follower already following, if called again. Its ``close()`` ends the
+    loops still open (at exit).
 
     >>> import perfkit.torch
-    >>> callable(perfkit.torch.autorun)
+    >>> callable(perfkit.torch.follow_loaders)
     True
     """
-    global _SESSION
-    if _SESSION is not None:
-        return True
-    if os.environ.get("RANK", "0") not in ("", "0") or get_worker_info() is not None:
-        return False
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    _SESSION = Session(Path(run_dir), registry or current_registry(), world)
+    if _FOLLOWER:
+        return _FOLLOWER[0]
+    follower = LoopFollower(driver)
+    _FOLLOWER.append(follower)
     hook_iterators()  # first: ours is then the outer __next__, and times the wait for a Shipment
     _hook_loaders()
-    time_collectives(_SESSION.registry)
-    atexit.register(_SESSION.close)
-    return True
+    time_collectives(driver.recorder.registry)
+    return follower
 
 
 class Loop:
@@ -92,7 +84,7 @@ class Loop:
 
     __slots__ = ("batch", "done", "driving", "in_step", "name", "session", "stage")
 
-    def __init__(self, session: Session, stage: str, name: str, driving: bool) -> None:
+    def __init__(self, session: LoopFollower, stage: str, name: str, driving: bool) -> None:
         self.session, self.stage, self.name, self.driving = session, stage, name, driving
         self.in_step = self.done = False
         self.batch: Any = None
@@ -123,23 +115,19 @@ class Loop:
             self.session.recorder.step_end(self.stage, batch=batch)
 
 
-class Session(StageListener):
-    """This process's recorder, its loops and the run directory's writer (made at the first window)."""
+class LoopFollower:
+    """This process's loops, driving a session's stage epochs (see ``follow_loaders``)."""
 
-    def __init__(self, run_dir: Path, registry: Registry, world_size: int) -> None:
-        self.run_dir, self.registry, self.world_size = run_dir, registry, world_size
+    def __init__(self, driver: LoopDriver) -> None:
+        self.driver = driver
+        self.recorder = driver.recorder
+        self.registry = driver.recorder.registry
         self.pid = os.getpid()
         self.ok = True
-        self.recorder = StageRecorder(registry, top_k_slowest=5)
-        self.recorder.listeners.append(self)
-        self.writer: RunWriter | None = None
         self.names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self.current: weakref.WeakKeyDictionary[Any, Loop] = weakref.WeakKeyDictionary()
         self.loops: list[Loop] = []  # open, oldest first
         self.epochs: dict[str, int] = {}
-        self.windows = 0
-        self.failures = Failures()
-        self.sampler: ResourceSampler | None = None
 
     def begin(self, loader: Any) -> Loop | None:
         """``iter()`` on ``loader``: the previous iteration of it ends, a new one begins (None: not ours)."""
@@ -155,14 +143,12 @@ class Session(StageListener):
         previous = self.current.get(loader)
         if previous is not None:
             self.end(previous)
-        if self.sampler is None:  # memory, from the first loop on (not in a process that runs none)
-            self.sampler = self.recorder.sampler = lease(self.registry, SAMPLE_INTERVAL_S)
         stage = "train" if torch.is_grad_enabled() else "val"
         loop = Loop(self, stage, name, driving=not self.recorder.is_open(stage))
         if loop.driving:
             epoch = self.epochs.get(stage, 0)
             self.epochs[stage] = epoch + 1
-            self.recorder.begin(stage, epoch, loader=name)
+            self.driver.begin(stage, epoch, loader=name)
         self.current[loader] = loop
         self.loops.append(loop)
         return loop
@@ -187,25 +173,14 @@ class Session(StageListener):
         if loop in self.loops:
             self.loops.remove(loop)
         if loop.driving:
-            self.recorder.end(loop.stage)
-
-    def stage_ended(self, window: StageWindow) -> None:
-        if self.writer is None:
-            meta = {"framework": "perfkit run", "rank": 0, "world_size": self.world_size}
-            self.writer = RunWriter(self.run_dir, meta=meta)
-        SinkFanout([self.writer], failures=self.failures).emit(window, stage_metrics(window), self.windows)
-        self.windows += 1
+            self.driver.end(loop.stage)
 
     def close(self) -> None:
-        """At exit: the open loops end (innermost first) and the run's snapshot is written."""
+        """At exit: the open loops end, innermost first (their windows are published)."""
         if os.getpid() != self.pid or not self.ok:
             return
         for loop in reversed(list(self.loops)):
             self.guard(self.end, loop)
-        if self.writer is not None:
-            self.guard(self.writer.finish, self.registry.snapshot())
-        if self.sampler is not None:
-            self.guard(release, self.sampler)
 
     def guard(self, fn: Any, *args: Any) -> None:
         """``fn(*args)``; a fault turns zero-code timing off for this process, with one warning."""
@@ -223,7 +198,7 @@ def _hook_loaders() -> None:
 
     @functools.wraps(original_iter)
     def __iter__(self: Any) -> Any:
-        session = _SESSION
+        session = _FOLLOWER[0] if _FOLLOWER else None
         loop = None
         if session is not None and session.ok:
             try:

@@ -7,7 +7,7 @@ themselves is their environment: a temporary folder holding a ``sitecustomize.py
 directory. Python imports that module at start-up, in the script's process, in each
 ``torchrun`` worker, in DataLoader workers started by ``spawn``; it costs a check of the
 environment and one import hook until torch is imported, and only then imports perfkit and
-calls ``perfkit.torch.autorun`` (which leaves alone the processes not to record). The hook
+calls ``perfkit.autorun.autorun`` (which leaves alone the processes not to record). The hook
 then imports the next ``sitecustomize`` on ``sys.path`` (a virtual environment's or a
 distribution's own), as if it had never been there. Any failure of perfkit's is one line on
 stderr, and the script runs unmonitored. ``python -I``, ``-E`` or ``-S`` ignore the hook.
@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
-from .names import RUN_DIR_ENV
+from ..names import RUN_DIR_ENV
 
 SITECUSTOMIZE = f'''"""perfkit run's start-up hook (a temporary file): times this process once torch is in."""
 import os
@@ -67,7 +67,7 @@ class _PerfkitAfterTorch:
 
 def _perfkit_start():
     try:
-        from perfkit.torch import autorun
+        from perfkit.autorun import autorun
 
         autorun(os.environ["{RUN_DIR_ENV}"])
     except Exception as exc:
