@@ -86,7 +86,12 @@ _LOCK = threading.Lock()
 
 
 def script_run(
-    *, run: RunWriter | None, registry: Registry | None, gather: Gather | None, rank: int | None, console: bool
+    *,
+    run: RunWriter | None,
+    registry: Registry | None,
+    gather: Gather | None,
+    rank: int | None,
+    console: bool,
 ) -> ScriptRun:
     """The run a script's window belongs to: the last one, unless this window names another run
     (or registry), other ranks or another console; a new one carries training's time per sample.
