@@ -1,5 +1,6 @@
-# make test: set up .venv if needed, then ruff, mypy --strict and pytest, once on the compiled hot
-#            path (where a C compiler built it at install) and once on the pure-Python one.
+# make test: set up .venv if needed, then ruff, mypy --strict and pytest on the compiled hot path
+#            (where a C compiler built it at install), then the hot path's own tests again on the
+#            pure-Python one (tests/test_hot_path.py runs one program on both, to the nanosecond).
 # make demo: set up .venv if needed, then run the OCR demo (examples/ocr_dbnet).
 PYTHON ?= python3
 # torch comes first and pinned: a bare "torch" requirement would pull a multi-GB CUDA build.
@@ -32,10 +33,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The tests of every entry point the compiled hot path takes (@timed, section, timed_iter, the
+# registry's buffer and drain) and of their fallbacks: what PERFKIT_PURE=1 changes.
+HOT_PATH_TESTS := tests/test_timing.py tests/test_section.py tests/test_iteration.py \
+	tests/test_registry.py tests/test_buffer.py tests/test_stress.py tests/test_tasks_and_threads.py \
+	tests/test_bad_records.py tests/test_bounds.py tests/test_state.py tests/test_cuda_timing.py \
+	tests/test_tracer.py tests/test_snapshot.py
+
 unit: $(STAMP)
 	$(BIN)/python -m perfkit --version
-	$(BIN)/python -m pytest
-	PERFKIT_PURE=1 $(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30
+	PERFKIT_PURE=1 $(BIN)/python -m pytest --durations=5 $(HOT_PATH_TESTS)
 
 demo: $(STAMP)
 	$(BIN)/python -m examples.ocr_dbnet

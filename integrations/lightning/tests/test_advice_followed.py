@@ -8,7 +8,8 @@ callback of its own stamps ``time.perf_counter()`` at each training epoch's end;
 time from the previous end (its loader's ``iter()`` and worker start included), the first epoch
 left out, and the figure compared is the median over interleaved fits (as configured, followed,
 as configured...). No followed advice may slow a fit by more than 5%, and the saving must be at
-least half of the predicted gain's low end.
+least half of the predicted gain's low end; each bound is widened by the noise the test measured
+in its own fits where that is larger (``tests/paired.py``).
 
 Figures on this 2-core machine (shared with other work), 2026-11, two runs of this file
 (``pytest -o junit_family=legacy --junitxml=OUT.xml``; the figures are its ``property`` lines):
@@ -23,7 +24,6 @@ Figures on this 2-core machine (shared with other work), 2026-11, two runs of th
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -40,8 +40,8 @@ from torch.utils.data import DataLoader, Dataset
 import perfkit
 from perfkit.findings import Diagnosis, Verdict, diagnose
 from perfkit.run import read_run
+from tests.paired import Paired, paired
 
-PAIRS = 3
 SLOWDOWN = 0.05
 
 pytestmark = pytest.mark.slow
@@ -158,39 +158,41 @@ def proposal(d: Diagnosis) -> Verdict | None:
 class Outcome:
     diagnosis: Diagnosis
     verdict: Verdict | None
-    before_s: float
-    after_s: float
+    timed: Paired
 
     @property
     def saving(self) -> float:
-        return 1 - self.after_s / self.before_s
+        return self.timed.saving
 
 
 def two_fits(plan: Plan, tmp_path: Path) -> Outcome:
-    """Fit the plan, follow its advice, and time both: the median of interleaved fits."""
+    """Fit the plan, follow its advice, and time both: interleaved fits until the noise is narrow."""
     first_s = fit(plan, tmp_path / "as-configured")
     d = diagnose(read_run(tmp_path / "as-configured"))
     v = proposal(d)
     if v is None:
-        return Outcome(d, None, first_s, first_s)
+        return Outcome(d, None, Paired((first_s,), (first_s,)))
     after_plan = followed(plan, v.change)
-    before, after = [first_s], []
-    for i in range(PAIRS):
-        after.append(fit(after_plan, tmp_path / f"followed-{i}"))
-        if i < PAIRS - 1:
-            before.append(fit(plan, tmp_path / f"again-{i}"))
-    return Outcome(d, v, statistics.median(before), statistics.median(after))
+    runs = iter(range(100))
+    timed = paired(
+        lambda: fit(plan, tmp_path / f"again-{next(runs)}"),
+        lambda: fit(after_plan, tmp_path / f"followed-{next(runs)}"),
+        first_s,
+    )
+    return Outcome(d, v, timed)
 
 
 def check(outcome: Outcome, record_property: Any) -> None:
-    """No followed advice slows the fit by more than 5%; the saving is at least half the low end."""
-    v = outcome.verdict
+    """No followed advice slows the fit by more than 5% (or the noise measured); the saving is at
+    least half the low end, less that noise."""
+    v, timed = outcome.verdict, outcome.timed
     record_property("verdict", None if v is None else f"{v.kind} {dict(v.change)} gain {v.gain}")
-    record_property("seconds", f"{outcome.before_s:.3f} -> {outcome.after_s:.3f}")
+    record_property("seconds", f"{timed.before} -> {timed.after}")
     record_property("saving", round(outcome.saving, 3))
-    assert outcome.saving >= -SLOWDOWN, f"following {v.change if v else None} slowed the fit: {outcome}"
+    record_property("noise", round(timed.noise, 3))
+    assert outcome.saving >= -timed.within(SLOWDOWN), f"following {v.change if v else None} slowed: {timed}"
     if v is not None and v.gain is not None:
-        assert outcome.saving >= 0.5 * v.gain[0], (v.action, outcome)
+        assert outcome.saving >= 0.5 * v.gain[0] - timed.noise, (v.action, timed)
 
 
 def test_a_sleeping_getitem_gets_workers_that_speed_the_fit_up_within_the_prediction(
@@ -206,7 +208,7 @@ def test_a_sleeping_getitem_gets_workers_that_speed_the_fit_up_within_the_predic
     assert 0 < v.gain[0] <= v.gain[1] <= v.share + 1e-9
     assert "expected gain" in v.action
     check(outcome, record_property)
-    assert outcome.saving <= v.gain[1] + 0.10  # the prediction's high end holds, within noise
+    assert outcome.saving <= v.gain[1] + outcome.timed.within(0.10)  # the high end holds, within noise
 
 
 def test_a_cheap_loader_without_workers_gets_no_worker_change_that_slows_the_fit(
