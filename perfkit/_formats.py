@@ -4,7 +4,8 @@ A writer puts its format's number under ``"format"``. A change that a reader of 
 number would misread (a key renamed, removed or given another meaning) bumps the number; a key
 added is no change, as readers pass over keys they do not know. A reader that meets a number it
 does not read refuses the file whole, in one line naming the file, its number and the number this
-perfkit reads (``FormatError``, a ``ValueError``: ``perfkit`` prints it and exits 2):
+perfkit reads (``FormatError``, a ``ValueError``: ``perfkit`` prints it and exits 2). Data with no
+number is not perfkit's: a reader lists it with the other broken files.
 
     >>> try:
     ...     check_format("runs/a/run.json", {"format": 3}, RUN_FORMAT)
@@ -39,15 +40,13 @@ class FormatError(ValueError):
 
 
 def check_format(where: str, data: Mapping[str, Any], version: int, *, unnumbered: int | None = None) -> None:
-    """Refuse ``data`` (read from ``where``) unless its ``"format"`` is ``version``.
-
-    ``unnumbered``: the format of data that carries no number (None: such data is refused too).
-    """
+    """Refuse ``data`` (read from ``where``) unless its ``"format"`` is ``version``: another number is a
+    ``FormatError``; no number at all (``unnumbered`` None) is a plain ``ValueError``, data that is not
+    perfkit's (a reader lists it with the other broken files). ``unnumbered``: the format of data
+    written before its format was numbered."""
     found = data.get("format", unnumbered)
-    if type(found) is int and found == version:  # True == 1, but a bool is no format number
-        return
-    newer = type(found) is int and found > version
-    raise FormatError(
-        f"{where} is format {found!r}; this perfkit reads format {version}"
-        + (" (a newer perfkit wrote it: upgrade perfkit)" if newer else "")
-    )
+    if type(found) is not int:  # a bool is no format number
+        raise ValueError(f"{where} is not perfkit's: no format number (format={found!r})")
+    if found != version:
+        newer = " (a newer perfkit wrote it: upgrade perfkit)" if found > version else ""
+        raise FormatError(f"{where} is format {found}; this perfkit reads format {version}{newer}")
