@@ -251,15 +251,6 @@ def loader_label(name: str, loader: str, dataset: str | None = None) -> str:
     return f"{label} ({dataset})" if dataset else label
 
 
-def loader_of(name: str) -> str:
-    """The loader name a user gave, without a trailing ``.data`` (an older spelling of it).
-
-    >>> loader_of("train.data"), loader_of("train")
-    ('train', 'train')
-    """
-    return name[: -len(DATA)] if name.endswith(DATA) and len(name) > len(DATA) else name
-
-
 def is_stage_series(name: str) -> bool:
     """Whether ``name`` is one of perfkit's own stage or loader series (not a user's section).
 

@@ -59,7 +59,9 @@ def test_every_callback_config_instantiates_with_its_defaults(app: Path) -> None
 
 @pytest.mark.parametrize("line", PRESET_LINES)
 @pytest.mark.parametrize("where", ["docs app", "demo"])
-def test_the_presets_override_lines_compose_instantiate_and_fit(tmp_path: Path, where: str, line: str) -> None:
+def test_the_presets_override_lines_compose_instantiate_and_fit(
+    tmp_path: Path, where: str, line: str
+) -> None:
     if where == "docs app":
         (tmp_path / "app.yaml").write_text(APP)
         config_dir, name = tmp_path, "app"
