@@ -202,7 +202,7 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
     traces = [
         t for n, x in trace_lines if job_of(x) == mine and (t := _or_problem(problems, n, _trace, root, n, x))
     ]
-    final = _final(root, chosen, problems)
+    final = _final(root, jobs, chosen, problems)
     intervals = [
         x
         for file in sorted(root.glob("intervals*.jsonl"))
@@ -253,9 +253,16 @@ def _interval(where: str, line: Mapping[str, Any]) -> RunInterval:
     )
 
 
-def _final(root: Path, chosen: RunJob | None, problems: list[str]) -> Snapshot | None:
-    """The job's ``final{suffix}.json``."""
+def _final(root: Path, jobs: list[RunJob], chosen: RunJob | None, problems: list[str]) -> Snapshot | None:
+    """The job's ``final{suffix}.json``; ``final.json`` when ``run.json`` names no job as its writer
+    (it is missing or broken, so several jobs have no suffix) is nobody's."""
     name = f"final{chosen.suffix if chosen is not None else ''}.json"
+    if chosen is not None and not chosen.suffix and sum(not j.suffix for j in jobs) > 1:
+        problems.append(
+            "final.json is left out: run.json does not say which of the jobs wrote it, so it may be "
+            "another job's (the windows below are this job's own)"
+        )
+        return None
     if (root / name).is_file():
         return _or_problem(problems, name, _snapshot, root / name)
     problems.append(f"{name} is missing: the run did not finish (killed, or still running)")
