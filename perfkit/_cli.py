@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
-from .names import OLD_RUN_DIR_NAMES, RUN_DIR_NAME
+from .names import RUN_DIR_NAME
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
@@ -354,16 +354,15 @@ def find_run_dir(path: str) -> Path:
 def locate_run(path: str) -> tuple[Path, list[Path]]:
     """The run directory ``path`` names, and the other runs found with it, newest first.
 
-    ``path`` itself, or its ``perfkit-run/`` folder (``perfkit/`` before 0.2: a logger's version
-    directory, a Trainer's output directory); else, for a folder above runs (``lightning_logs/``,
-    Hydra's ``outputs/``), the newest run directory below it (``perfkit.run.find_runs``).
+    ``path`` itself, or its ``perfkit-run/`` folder (a logger's version directory, a Trainer's
+    output directory); else, for a folder above runs (``lightning_logs/``, Hydra's ``outputs/``),
+    the newest run directory below it (``perfkit.run.find_runs``).
     """
     given = Path(path)
     if (given / "windows.jsonl").exists():
         return given, []
-    for name in (RUN_DIR_NAME, *OLD_RUN_DIR_NAMES):
-        if (given / name / "windows.jsonl").exists():
-            return given / name, []
+    if (given / RUN_DIR_NAME / "windows.jsonl").exists():
+        return given / RUN_DIR_NAME, []
     if given.is_dir():
         from .run import find_runs
 

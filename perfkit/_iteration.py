@@ -23,7 +23,7 @@ from ._context import NODES, get_cell, new_cell
 from ._registry import Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
-from .names import iter_series, loader_of, turn_series, wait_series
+from .names import iter_series, turn_series, wait_series
 
 T = TypeVar("T")
 
@@ -234,7 +234,7 @@ def timed_iter(iterable: Iterable[T], name: str, *, registry: Registry | None = 
     >>> snap["loader.data.wait"].count, snap["loader.loop.turn"].count
     (3, 3)
     """
-    name = loader_of(check_name(name))
+    name = check_name(name)
     check_registry(registry)
     if not isinstance(iterable, Iterable) and not hasattr(iterable, "__getitem__"):
         raise TypeError(f"iterable must be iterable, got {iterable!r} of type {type(iterable).__name__}")

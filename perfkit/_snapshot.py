@@ -17,11 +17,10 @@ from typing import Any
 import numpy as np
 
 from ._context import ThreadInfo
+from ._formats import SNAPSHOT_FORMAT, check_format
 from ._gauges import GaugeData, GaugeStats, gauge_from_dict
 from ._stats import SeriesData, Stats, combine, series_from_dict
 from ._validate import Fields
-
-_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -239,7 +238,7 @@ class Snapshot(Mapping[str, Stats]):
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``Snapshot.from_dict`` reads it back unchanged."""
         return {
-            "format": _FORMAT,
+            "format": SNAPSHOT_FORMAT,
             "start_ns": self.start_ns,
             "end_ns": self.end_ns,
             "threads": [asdict(t) for t in self.threads],
@@ -282,8 +281,9 @@ class Snapshot(Mapping[str, Stats]):
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
         """Rebuild a snapshot written by ``to_dict``.
 
-        Raises ``ValueError``, naming the field and the value, for anything else: another
-        format, a field of the wrong type, a negative count, columns of unequal length.
+        Raises ``FormatError`` for another format (``SNAPSHOT_FORMAT``), and ``ValueError``, naming the
+        field and the value, for anything else: a field of the wrong type, a negative count, columns
+        of unequal length.
 
         >>> Snapshot.from_dict({"format": 1, "series": {}})
         Traceback (most recent call last):
@@ -292,10 +292,7 @@ class Snapshot(Mapping[str, Stats]):
         """
         f = Fields("snapshot")
         doc = f.mapping(data, "the document")
-        if doc.get("format") != _FORMAT:
-            raise ValueError(
-                f"snapshot: not a perfkit snapshot of format {_FORMAT} (format={doc.get('format')!r})"
-            )
+        check_format("the snapshot", doc, SNAPSHOT_FORMAT)
         threads = [
             _thread(f, t, f"threads[{i}]")
             for i, t in enumerate(f.items(f.get(doc, "threads", "", []), "threads"))

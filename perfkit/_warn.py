@@ -19,9 +19,9 @@ class PerfkitWarning(UserWarning):
     """A fault inside perfkit's monitoring (a source, a logger, a trace) that the run survives."""
 
 
-def _issue(message: str, stacklevel: int, category: type[Warning] = PerfkitWarning) -> None:
+def _issue(message: str, stacklevel: int) -> None:
     try:
-        warnings.warn(message, category, stacklevel=stacklevel + 1)
+        warnings.warn(message, PerfkitWarning, stacklevel=stacklevel + 1)
     except Exception:  # the filter turned it into an error: it must not reach training
         log.warning("%s", message)
 
@@ -35,12 +35,6 @@ def warn(message: str) -> None:
     ...     warn("perfkit: a sink failed")  # logged on "perfkit", never raised
     """
     _issue(message, stacklevel=3)
-
-
-def warn_deprecated(message: str) -> None:
-    """A ``FutureWarning`` for an old name that still works for one release (logged where warnings raise:
-    an old name may be read from inside training, by code the user does not own)."""
-    _issue(message, stacklevel=3, category=FutureWarning)
 
 
 class WarnOnce:

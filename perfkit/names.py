@@ -77,11 +77,8 @@ GPU = ".gpu"
 
 RUN_DIR_NAME = "perfkit-run"
 """The run directory's default folder name (under a log or output folder, or the working one).
-Not an identifier on purpose: a folder named like the package (the old default, ``perfkit``)
-shadows it for ``import perfkit`` in that working folder under an editable install."""
-
-OLD_RUN_DIR_NAMES = ("perfkit",)
-"""Default run directory names of earlier versions, still found by the readers."""
+Not an identifier on purpose: a folder named like the package (``perfkit``) shadows it for
+``import perfkit`` in that working folder under an editable install."""
 
 RUN_DIR_ENV = "PERFKIT_RUN_DIR"
 """The environment variable ``perfkit run`` hands its run directory to the command's processes in."""
@@ -254,15 +251,6 @@ def loader_label(name: str, loader: str, dataset: str | None = None) -> str:
     return f"{label} ({dataset})" if dataset else label
 
 
-def loader_of(name: str) -> str:
-    """The loader name a user gave, without a trailing ``.data`` (an older spelling of it).
-
-    >>> loader_of("train.data"), loader_of("train")
-    ('train', 'train')
-    """
-    return name[: -len(DATA)] if name.endswith(DATA) and len(name) > len(DATA) else name
-
-
 def is_stage_series(name: str) -> bool:
     """Whether ``name`` is one of perfkit's own stage or loader series (not a user's section).
 
@@ -306,9 +294,6 @@ callback's time is part of ``callbacks``, under its own subject)."""
 TRACE_PARTS = (DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER, OTHER)
 """The parts of a profiled step, in the order trace text lists them."""
 
-OLD_TRACE_PARTS = {"data_loading": DATA_WAIT, "unaccounted": OTHER}
-"""The old names of two trace parts, still read in trace analyses written before they were renamed."""
-
 
 # Profiler marks: ranges perfkit opens in a torch.profiler trace while a profiler window records,
 # and that ``perfkit.trace`` reads back to split each step into parts.
@@ -317,14 +302,6 @@ MARK_DATA_WAIT = MARK_PREFIX + DATA_WAIT
 MARK_FORWARD = MARK_PREFIX + FORWARD
 MARK_BACKWARD = MARK_PREFIX + BACKWARD
 MARK_OPTIMIZER = MARK_PREFIX + OPTIMIZER
-# The marks' old names (``perfkit.phase.*``), written by perfkit 0.1: still read in traces.
-OLD_MARK_PREFIX = "perfkit.phase."
-OLD_MARKS = {
-    OLD_MARK_PREFIX + "data_fetch": MARK_DATA_WAIT,
-    OLD_MARK_PREFIX + "forward": MARK_FORWARD,
-    OLD_MARK_PREFIX + "backward": MARK_BACKWARD,
-    OLD_MARK_PREFIX + "optimizer_step": MARK_OPTIMIZER,
-}
 
 
 def part_label(part: str) -> str:

@@ -99,7 +99,7 @@ def test_diff_prints_a_comparison_per_step(tmp_path: Path, capsys: pytest.Captur
     assert "10.0 µs      -  -10.0 µs  vanished  gemm" in out
     assert main(["diff", str(a), str(b), "--json", "--top-k", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [c["name"] for c in data["new_ops"]] == ["aten::gelu"]
+    assert [c["name"] for c in data["ops"]["appeared"]] == ["aten::gelu"]
     assert [c["name"] for c in data["kernels"]["vanished"]] == ["gemm"]
 
 

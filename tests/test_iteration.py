@@ -103,7 +103,6 @@ def test_disabled_iteration_records_nothing(reg: Registry) -> None:
 def test_series_names_are_the_loaders_and_never_a_stages_step(reg: Registry) -> None:
     it = perfkit.timed_iter([], "val", registry=reg)
     assert (it.wait_name, it.turn_name) == ("val.data.wait", "val.loop.turn")
-    assert perfkit.timed_iter([], "val.data", registry=reg).wait_name == "val.data.wait"  # the older spelling
 
 
 def test_iter_on_the_source_is_timed_once(reg: Registry, clock: FakeClock) -> None:

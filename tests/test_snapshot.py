@@ -9,6 +9,7 @@ import pytest
 
 import perfkit
 from perfkit import Registry, Snapshot
+from perfkit._formats import FormatError
 
 from .conftest import FakeClock
 
@@ -47,9 +48,13 @@ def test_json_round_trip_is_lossless(reg: Registry, clock: FakeClock) -> None:
     assert json.loads(text)["series"]["batch"]["stats"]["count"] == 5
 
 
-def test_from_dict_rejects_other_data() -> None:
-    with pytest.raises(ValueError, match="not a perfkit snapshot"):
+def test_from_dict_refuses_another_format_and_data_without_one() -> None:
+    with pytest.raises(FormatError, match=r"^the snapshot is format 99; this perfkit reads format 1 \("):
         Snapshot.from_dict({"format": 99})
+    with pytest.raises(
+        ValueError, match=r"^the snapshot is not perfkit's: no format number \(format=None\)$"
+    ):
+        Snapshot.from_dict({"series": {}})
 
 
 def test_knows_which_thread_each_sample_came_from(reg: Registry) -> None:

@@ -74,7 +74,7 @@ def test_an_instrumented_loader_marks_each_wait(tracer: RecordingTracer) -> None
 
     import perfkit.torch
 
-    loader = perfkit.torch.instrument(DataLoader(list(range(4)), batch_size=2), "val.data", time_wait=True)
+    loader = perfkit.torch.instrument(DataLoader(list(range(4)), batch_size=2), "val", time_wait=True)
     list(loader)
     # two batches, and the call that finds the end (shutting workers down is data time too)
     assert tracer.events.count(("begin", "val.data.wait")) == 3

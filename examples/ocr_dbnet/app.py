@@ -4,7 +4,7 @@ Instrumented the way the README tells users to: ``@perfkit.timed`` on the
 PyClipper calls in ``db_collate_fn`` and on the post-processing (see
 ``targets.py``, ``postprocess.py``), and perfkit-lightning's callbacks from
 the Hydra config: PerfMonitor (per-epoch metrics, the loaders' workers
-instrumented, the resource sampler), the seeds' PerformanceProfilerCallback
+instrumented, the resource sampler), the PerformanceProfilerCallback preset
 and a profiler window on a validation epoch.
 """
 
@@ -56,7 +56,7 @@ def run(cfg: DictConfig) -> Path:
         log.info("[demo] perfkit is disabled: the run recorded nothing, so there is nothing to summarise")
         return out
     run_dir = Path(logger.log_dir) / RUN_DIR_NAME
-    if not run_dir.is_dir():  # callbacks=performance_profiler (the seeds' line): no PerfMonitor, no run
+    if not run_dir.is_dir():  # callbacks=performance_profiler (the preset's own line): no PerfMonitor, no run
         log.info(
             "[demo] no perfkit run directory (PerfMonitor is not among the callbacks): nothing to summarise"
         )

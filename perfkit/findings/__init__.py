@@ -38,12 +38,3 @@ __all__ = [
     "severity",
     "write_diagnosis",
 ]
-
-
-def __getattr__(name: str) -> object:
-    """``Finding``, the old name of a trace's findings' type (``perfkit.trace.Finding`` warns)."""
-    if name == "Finding":
-        from .. import trace
-
-        return trace.Finding
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

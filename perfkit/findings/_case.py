@@ -214,10 +214,7 @@ def loader_boundary(snap: Snapshot, loader: str, a: Account) -> tuple[float, flo
     starts = max(1, begun.count if begun is not None else 1)
     others = (wait.count - starts) if wait is not None else 0
     typical = subjects.get("batches", 0.0) / others if others > 0 else 0.0
-    if a.first_batch_extra_s is not None:
-        extra = a.first_batch_extra_s
-    else:  # run directories written before the account kept the extra: one loader per stage
-        extra = max(0.0, subjects.get("first_batch", 0.0) - typical)
+    extra = a.first_batch_extra_s or 0.0
     w = workers(snap, loader)
     if w is None:  # made in this process: the first batch costs what any batch does
         return started, extra

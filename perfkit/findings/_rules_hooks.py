@@ -2,8 +2,8 @@
 saving, and what no timer covers (``other``).
 
 Each reads one part or subject of the account (``perfkit.stages.Account``); ``_rules.RULES`` lists
-them beside the others. A run directory written before these parts were kept has no such subject:
-the rule abstains rather than read an absent part as zero.
+them beside the others. A subject with nothing in it (no logger, no hook of the model's, no
+checkpoint callback was timed) is nothing to judge.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ LOGGER_MIN = 0.05
 
 
 def slow_logger(case: Case) -> Outcome:
-    methods = case.window.account.subjects.get(LOGGERS)
-    if methods is None:
-        return case.abstain("the account's loggers (a run directory written before loggers were timed)")
+    methods = case.window.account.subjects.get(LOGGERS, {})
     by_logger: dict[str, dict[str, float]] = {}
     for owner, seconds in methods.items():  # CLASS.METHOD
         logger, _, method = owner.rpartition(".")
@@ -51,8 +49,6 @@ HOOK_MIN = 0.10
 
 def module_hook(case: Case) -> Outcome:
     hooks = case.window.account.subjects.get(MODULE_HOOKS)
-    if hooks is None:
-        return case.abstain("the account's model hooks (a run directory written before they were timed)")
     if not hooks:  # a script, or a model that overrides no hook: nothing to judge
         return None
     hook, seconds = max(hooks.items(), key=lambda kv: kv[1])
@@ -74,10 +70,6 @@ CHECKPOINT_MIN = 0.10
 
 def checkpoint(case: Case) -> Outcome:
     saving = case.window.account.subjects.get(CHECKPOINT)
-    if saving is None:
-        return case.abstain(
-            "the account's checkpoint callbacks (a run directory that did not tell them apart)"
-        )
     if not saving:
         return None
     owner, seconds = max(saving.items(), key=lambda kv: kv[1])
@@ -110,9 +102,7 @@ _ZONE_WORDS = {
 
 def residual(case: Case) -> Outcome:
     a = case.window.account
-    zones = a.subjects.get("other")
-    if zones is None:
-        return case.abstain("the account's residual zones (a run directory written before they were kept)")
+    zones = a.subjects.get("other", {})
     share = a.fraction("other")
     if share < RESIDUAL_MIN or a.seconds("other") < RESIDUAL_STEP_S * max(1, case.steps):
         return None

@@ -5,8 +5,8 @@ about one stage epoch. ``share`` is the fraction of
 that epoch's wall time the cause explains; ``run_share`` the fraction of the run's measured
 time (the stage's share of the run times ``share``), which is what verdicts are ranked by.
 A rule whose inputs are missing does not guess: it abstains, and says which signal it lacked.
-The JSON of a ``Diagnosis`` (``perfkit summary RUN_DIR --json``) is a stable, documented
-format (docs/diagnosis.md): users gate CI on it.
+The JSON of a ``Diagnosis`` (``perfkit summary RUN_DIR --json``, ``verdicts.json``) is a stable,
+documented format (docs/diagnosis.md; its number is ``DIAGNOSIS_FORMAT``): users gate CI on it.
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._formats import DIAGNOSIS_FORMAT
 from .._rule import Abstention, Verdict
-
-FORMAT = 1
-"""The version of the JSON a ``Diagnosis`` writes; fields are only ever added within a version."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format": FORMAT,
+            "format": DIAGNOSIS_FORMAT,
             "verdicts": [v.to_dict() for v in self.verdicts],
             "context": [v.to_dict() for v in self.context],
             "abstained": [a.to_dict() for a in self.abstentions],

@@ -8,11 +8,12 @@ find_runs("lightning_logs")[0]            # the newest run directory below a fol
 read_run("runs/exp1").trials              # loader trials recorded there (TrialResult: perfkit.trial)
 """
 
+from .._formats import RUN_FORMAT as FORMAT
 from .._loader_trial import TrialResult, TrialSetting
 from ._find import find_runs
 from ._jobs import RunJob
 from ._reader import RunData, RunInterval, RunTrace, RunWindow, read_run
-from ._writer import FORMAT, RunWriter, describe_os_error, file_stem, this_job
+from ._writer import RunWriter, describe_os_error, file_stem, this_job
 
 __all__ = [
     "FORMAT",

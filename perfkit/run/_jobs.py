@@ -2,13 +2,12 @@
 
 Two processes given the same run directory (two array jobs, a re-launched job) each write
 under their own job id (``RunWriter.job``), recorded on every line and in ``run.json``'s
-``jobs``. A line written before jobs were recorded has its job read from its ``writer``
-(``PID-N``: the writers of one process are one job); a line with neither belongs to job ``""``.
-The reader reads one job at a time, by default the newest that has finished a window, and
-says in ``problems`` which other jobs the directory holds.
+``jobs``; a line without one belongs to job ``""``. The reader reads one job at a time, by
+default the newest that has finished a window, and says in ``problems`` which other jobs the
+directory holds.
 
->>> job_of({"job": "41-ab12", "writer": "41-1"}), job_of({"writer": "41-2"}), job_of({})
-('41-ab12', '41', '')
+>>> job_of({"job": "41-ab12", "writer": "41-1"}), job_of({})
+('41-ab12', '')
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ class RunJob:
         """The job in one line of words: ``job 4121-9f2c (pid 4121 on node3, started ..., 3 windows)``."""
         where = [f"pid {self.pid}" + (f" on {display_name(self.host, 40)}" if self.host else "")]
         if self.pid is None:
-            where = ["written by an older perfkit"]
+            where = ["not listed in run.json"]
         if self.started_unix is not None:
             where.append("started " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_unix)))
         where.append(f"{self.windows} window(s)")
@@ -57,32 +56,27 @@ class RunJob:
 def job_of(line: Mapping[str, Any]) -> str:
     """The job that wrote ``line`` (a line of ``windows.jsonl``, ``traces.jsonl`` or a lost window)."""
     job = line.get("job")
-    if isinstance(job, str):
-        return job
-    writer = line.get("writer")
-    return writer.rsplit("-", 1)[0] if isinstance(writer, str) and "-" in writer else ""
+    return job if isinstance(job, str) else ""
 
 
 def list_jobs(meta: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]) -> list[RunJob]:
-    """Every job of the directory, oldest first: those of lines written before jobs were recorded,
-    then those ``run.json`` lists (in the order they started), then any other a line names."""
+    """Every job of the directory, oldest first: those ``run.json`` lists (in the order they
+    started), then any other a line names."""
     recorded = meta.get("jobs")
     recorded = recorded if isinstance(recorded, Mapping) else {}
     counts: dict[str, int] = {}
     for line in lines:
         job = job_of(line)
         counts[job] = counts.get(job, 0) + 1
-    legacy = [j for j in counts if j not in recorded and not _has_job(lines, j)]
-    others = [j for j in counts if j not in recorded and j not in legacy]
     jobs = []
-    for job in dict.fromkeys([*legacy, *recorded, *others]):
+    for job in dict.fromkeys([*recorded, *counts]):
         entry = recorded.get(job)
         entry = entry if isinstance(entry, Mapping) else {}
         suffix = entry.get("suffix")
         jobs.append(
             RunJob(
                 id=job,
-                pid=_number(entry.get("pid"), int) if entry else _legacy_pid(job),
+                pid=_number(entry.get("pid"), int),
                 host=entry.get("host") if isinstance(entry.get("host"), str) else None,
                 started_unix=_number(entry.get("started_unix"), float),
                 windows=counts.get(job, 0),
@@ -117,14 +111,6 @@ def jobs_problem(jobs: Sequence[RunJob], chosen: RunJob) -> str | None:
         f"this run directory holds {len(jobs)} jobs (processes that wrote it, kept apart): read here is "
         f"{chosen.describe()}; the other(s): {others}. Pick one with --job ID (read_run(path, job=ID))"
     )
-
-
-def _has_job(lines: Sequence[Mapping[str, Any]], job: str) -> bool:
-    return any(line.get("job") == job for line in lines)
-
-
-def _legacy_pid(job: str) -> int | None:
-    return int(job) if job.isdigit() else None
 
 
 def _number(value: object, kind: type) -> Any:

@@ -1,6 +1,6 @@
 """Reading a run directory back (the format ``RunWriter`` writes), checking every file on the way.
 
-    run = read_run("lightning_logs/version_0/perfkit")
+    run = read_run("lightning_logs/version_0/perfkit-run")
     [(w.stage, w.epoch, w.metric("step_ms_p95")) for w in run.windows]
     run.problems        # ('final.json is missing: ...',) for a run that was killed
 
@@ -8,7 +8,9 @@ Nothing in a run directory can make the reader fail on the rest of it: a line
 that is torn or not JSON (a killed run, a full disk), a window whose snapshot is
 missing, broken or points outside the directory, a ``run.json`` left empty, are
 each skipped and listed in ``problems``, with the windows the writer numbered but
-never completed. Only a path that is not a run directory raises.
+never completed. Only a path that is not a run directory raises, and a file of a format this
+perfkit does not read (``perfkit._formats``: ``run.json``'s ``RUN_FORMAT``, a snapshot's, a trace
+analysis's), which is refused whole rather than misread.
 
 A directory two jobs wrote (two processes given the same run directory) is read one job at
 a time (``job=``, default the newest): the other jobs are named in ``problems`` and
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._formats import ANALYSIS_FORMAT, RUN_FORMAT, FormatError, check_format
 from .._loader_trial import TrialResult
 from .._rule import Verdict
 from .._snapshot import Snapshot
@@ -42,7 +45,7 @@ class RunWindow:
 
     window: StageWindow
     step: int | None
-    prefix: str | None
+    prefix: str
     start_ns: int
     end_ns: int
     metrics: Mapping[str, float]
@@ -78,13 +81,7 @@ class RunWindow:
 
     def metric(self, name: str) -> float | None:
         """``metrics`` by the name after the stage (``"step_ms_p95"``), under the run's prefix."""
-        if self.prefix is not None:
-            return self.metrics.get(f"{stage_prefix(self.stage, self.prefix)}/{name}")
-        # Format 1 recorded no prefix: the shortest key ending in the stage's epoch_s gives it.
-        base = min(
-            (k[: -len("epoch_s")] for k in self.metrics if k.endswith("/epoch_s")), key=len, default=""
-        )
-        return self.metrics.get(base + name)
+        return self.metrics.get(f"{stage_prefix(self.stage, self.prefix)}/{name}")
 
 
 @dataclass(frozen=True)
@@ -149,8 +146,8 @@ class RunData:
     jobs: tuple[RunJob, ...] = ()
     """Every job that wrote the directory, oldest first (one for a run of one process)."""
     intervals: tuple[RunInterval, ...] = ()
-    """The job's interval windows, oldest first (none for a run of short epochs, or an older
-    run directory); ``windows`` holds the stage epochs only."""
+    """The job's interval windows, oldest first (none for a run of short epochs); ``windows`` holds
+    the stage epochs only."""
     trials: tuple[TrialResult, ...] = ()
     """The job's loader trials (``perfkit.trial(run=...)``), oldest first."""
 
@@ -164,8 +161,9 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
     start of it such as its pid); by default the newest one that finished a window. The other
     jobs' windows are left out, and named first in ``problems``: two jobs are never one run.
 
-    Raises ``FileNotFoundError`` only when ``path`` is not a run directory (no such
-    directory, or neither ``run.json`` nor ``windows.jsonl`` in it).
+    Raises ``FileNotFoundError`` when ``path`` is not a run directory (no such directory, or
+    neither ``run.json`` nor ``windows.jsonl`` in it), and ``FormatError`` (a ``ValueError``) for
+    a file in a format this perfkit does not read.
 
     >>> read_run("no/such/run")
     Traceback (most recent call last):
@@ -185,7 +183,7 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
         raise FileNotFoundError(
             f"{windows_file} is missing: no window of this run finished, or it is not a perfkit run directory"
         )
-    meta = _read_json(root / "run.json", problems) or {}
+    meta = _meta(root / "run.json", problems)
     lines = _lines(windows_file, problems) if windows_file.is_file() else []
     traces_file = root / "traces.jsonl"
     trace_lines = _lines(traces_file, problems) if traces_file.is_file() else []
@@ -201,10 +199,8 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
         _missing_windows(lines, meta, problems, mine)
     else:
         problems.append("windows.jsonl is missing: no window of this run finished")
-    traces = [  # a line written before jobs were recorded may be any job's: it is kept
-        t
-        for n, x in trace_lines
-        if ("job" not in x or x["job"] == mine) and (t := _or_problem(problems, n, _trace, root, n, x))
+    traces = [
+        t for n, x in trace_lines if job_of(x) == mine and (t := _or_problem(problems, n, _trace, root, n, x))
     ]
     final = _final(root, jobs, chosen, problems)
     intervals = [
@@ -258,11 +254,12 @@ def _interval(where: str, line: Mapping[str, Any]) -> RunInterval:
 
 
 def _final(root: Path, jobs: list[RunJob], chosen: RunJob | None, problems: list[str]) -> Snapshot | None:
-    """The job's ``final{suffix}.json``; ``final.json`` of a directory older jobs share is nobody's."""
+    """The job's ``final{suffix}.json``; ``final.json`` when ``run.json`` names no job as its writer
+    (it is missing or broken, so several jobs have no suffix) is nobody's."""
     name = f"final{chosen.suffix if chosen is not None else ''}.json"
     if chosen is not None and not chosen.suffix and sum(not j.suffix for j in jobs) > 1:
         problems.append(
-            "final.json is left out: the jobs written by an older perfkit share it, so it may be "
+            "final.json is left out: run.json does not say which of the jobs wrote it, so it may be "
             "another job's (the windows below are this job's own)"
         )
         return None
@@ -276,9 +273,12 @@ T = TypeVar("T")
 
 
 def _or_problem(problems: list[str], where: str, read: Callable[..., T], *args: Any) -> T | None:
-    """``read(*args)``, or None with the reason in ``problems`` (the rest of the run still reads)."""
+    """``read(*args)``, or None with the reason in ``problems`` (the rest of the run still reads);
+    a file of another format is refused whole (``FormatError``)."""
     try:
         return read(*args)
+    except FormatError:
+        raise
     except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
         reason = _reason(exc)
         problems.append(f"{reason if reason.startswith(where) else f'{where}: {reason}'}: skipped")
@@ -293,15 +293,17 @@ def _reason(exc: BaseException) -> str:
     return str(exc)[:300] if isinstance(exc, ValueError) else f"malformed ({exc!r})"[:300]
 
 
-def _read_json(file: Path, problems: list[str]) -> dict[str, Any] | None:
+def _meta(file: Path, problems: list[str]) -> dict[str, Any]:
+    """``run.json``: of another format it is refused (``FormatError``); missing, unreadable or not
+    perfkit's (no format number), it is left out and listed in ``problems``."""
     if not file.exists():
         problems.append(f"{file.name} is missing")
-        return None
+        return {}
     try:
         data = json.loads(file.read_text(encoding="utf-8") or "null")
     except (OSError, ValueError, RecursionError) as exc:
         problems.append(f"{file.name} cannot be read ({_reason(exc)}): its metadata is left out")
-        return None
+        return {}
     if not isinstance(data, dict):
         what = (
             "is empty (a write cut short)"
@@ -309,7 +311,14 @@ def _read_json(file: Path, problems: list[str]) -> dict[str, Any] | None:
             else f"is not a JSON object ({type(data).__name__})"
         )
         problems.append(f"{file.name} {what}: its metadata is left out")
-        return None
+        return {}
+    try:
+        check_format(str(file), data, RUN_FORMAT)
+    except FormatError:
+        raise
+    except ValueError:
+        problems.append(f"{file.name} has no format number (not perfkit's): its metadata is left out")
+        return {}
     return data
 
 
@@ -393,7 +402,7 @@ def _inside(root: Path, name: str, where: str, what: str) -> Path:
 
 
 def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
-    stage = _field(line, "stage" if "stage" in line else "phase", str, where)
+    stage = _field(line, "stage", str, where)
     snapshot_file = _field(line, "snapshot", str, where)
     epoch = _field(line, "epoch", int, where)
     what = f"the snapshot of {display_name(stage)} epoch {epoch}"
@@ -403,7 +412,7 @@ def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
     wall = _field(line, "wall_s", (int, float), where)
     if not 0 <= wall < float("inf"):
         raise ValueError(f"{where}: 'wall_s' must be a finite number >= 0, got {wall!r}")
-    prefix = line.get("prefix")
+    prefix = _field(line, "prefix", str, where)
     snapshot = _snapshot(file)
     try:
         window = StageWindow.from_dict(line, snapshot)
@@ -412,7 +421,7 @@ def _window(root: Path, where: str, line: Mapping[str, Any]) -> RunWindow:
     return RunWindow(
         window=window,
         step=_int_or_none(line.get("step")),
-        prefix=prefix if isinstance(prefix, str) else None,
+        prefix=prefix,
         start_ns=_field(line, "start_ns", int, where),
         end_ns=_field(line, "end_ns", int, where),
         metrics=_metrics(_field(line, "metrics", dict, where), where),
@@ -426,11 +435,13 @@ def _trace(root: Path, where: str, line: Mapping[str, Any]) -> RunTrace:
     summary = line.get("summary")
     if summary is not None and not isinstance(summary, dict):
         raise ValueError(f"{where}: 'summary' must be an object or null, got {summary!r}"[:300])
+    if summary is not None:
+        check_format(f"the trace analysis of {root / where}", summary, ANALYSIS_FORMAT, unnumbered=1)
     trace = Path(_field(line, "trace", str, where))
     if not trace.is_absolute() and (root / trace).exists():
         trace = root / trace
     return RunTrace(
-        stage=_field(line, "stage" if "stage" in line else "phase", str, where),
+        stage=_field(line, "stage", str, where),
         epoch=_field(line, "epoch", int, where),
         rank=_int_or_none(line.get("rank")) or 0,
         trace=trace,
@@ -467,5 +478,7 @@ def _metrics(metrics: Mapping[str, Any], where: str) -> dict[str, float]:
 def _snapshot(file: Path) -> Snapshot:
     try:
         return Snapshot.from_json(file.read_text(encoding="utf-8", errors="replace"))
+    except FormatError as exc:
+        raise FormatError(f"{file}: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"{file.name}: {exc}") from None

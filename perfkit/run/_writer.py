@@ -1,7 +1,7 @@
 """A run directory: everything a run measured, per stage epoch, for ``perfkit report`` to read later.
 
     RUN_DIR/
-      run.json            format, perfkit version, start time, free-form metadata
+      run.json            format (RUN_FORMAT), perfkit version, start time, metadata, jobs
       windows.jsonl       one line per stage epoch: stage, epoch, metric prefix, metrics, wall time,
                           samples, account, ranks, slowest steps, and where its snapshot is
       windows/*.json      the snapshot of each of those windows (Snapshot.to_dict)
@@ -47,6 +47,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._formats import RUN_FORMAT
 from .._loader_trial import TrialResult
 from .._snapshot import Snapshot
 from .._version import __version__
@@ -54,9 +55,6 @@ from .._warn import WarnOnce, log
 from ..names import display_name
 from ..stages import StageWindow
 from ._intervals import MAX_INTERVALS, compact, dumps
-
-FORMAT = 2
-"""1: lines named the stage ``phase`` and carried no prefix or account (still read)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 LOCK = ".lock"
@@ -125,15 +123,14 @@ class RunWriter:
 
     def _start(self, meta: dict[str, Any]) -> None:
         now = time.time()
-        self._info = {"format": FORMAT, "perfkit": __version__, "started_unix": now, "meta": meta}
+        self._info = {"format": RUN_FORMAT, "perfkit": __version__, "started_unix": now, "meta": meta}
         (self.path / "windows").mkdir(parents=True, exist_ok=True)
         run_json = self.path / "run.json"
         with locked(self.path / LOCK):
             info = _read_object(run_json) or {**self._info, "jobs": {}}
             jobs = info.get("jobs")
-            # A run.json without jobs was written before they were recorded: its job keeps final.json.
-            first = isinstance(jobs, dict) and not jobs
             jobs = info["jobs"] = jobs if isinstance(jobs, dict) else {}
+            first = not jobs
             entry = jobs.get(self.job)
             if isinstance(entry, dict) and isinstance(entry.get("suffix"), str):
                 self._suffix = entry["suffix"]  # another writer of this process: a test after its fit

@@ -84,7 +84,7 @@ class Account:
     -> the user's sections run inside the waits in this process (see ``wait_sections``);
     ``other`` -> when the unmeasured time happened (see ``residual_zones``).
     ``first_batch_extra_s``: how much longer each start's first batch took than that start's
-    other batches (None in run directories written before it was kept).
+    other batches (None where it was not measured: an account built by hand).
 
     ``loaders``: where the stage iterated several loaders (``val``, ``val/1``: Lightning's
     ``dataloader_idx``, a script's second loop), each one's own account against the same wall

@@ -18,10 +18,10 @@ def check_stages(
 
     >>> check_stages(["train", "val"])
     ('train', 'val')
-    >>> check_stages(["train", "eval"], "phases")
+    >>> check_stages(["train", "eval"], "profile_stages")
     Traceback (most recent call last):
     ...
-    ValueError: phases: unknown stage 'eval', expected some of ['train', 'val', 'test', 'predict']
+    ValueError: profile_stages: unknown stage 'eval', expected some of ['train', 'val', 'test', 'predict']
     >>> check_stages("val", among=("train", "val", "test"))
     Traceback (most recent call last):
     ...

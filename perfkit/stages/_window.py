@@ -34,10 +34,9 @@ class SlowStep:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SlowStep:
-        """Read what ``dataclasses.asdict`` wrote (``phase`` is the old name of ``stage``)."""
-        stage = data.get("stage", data.get("phase"))
+        """Read what ``dataclasses.asdict`` wrote."""
         return cls(
-            stage=str(stage),
+            stage=str(data["stage"]),
             epoch=int(data["epoch"]),
             batch_idx=int(data["batch_idx"]),
             rank=int(data.get("rank", 0)),
@@ -145,17 +144,15 @@ class StageWindow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], snapshot: Snapshot) -> StageWindow:
         """Read ``to_dict``'s output back, with its snapshot."""
-        wall = float(data["wall_s"])
-        account = data.get("account")
         return cls(
-            stage=str(data.get("stage", data.get("phase"))),
+            stage=str(data["stage"]),
             epoch=int(data["epoch"]),
             snapshot=snapshot,
-            wall_s=wall,
-            account=Account.from_dict(account) if isinstance(account, Mapping) else Account.empty(wall),
+            wall_s=float(data["wall_s"]),
+            account=Account.from_dict(data["account"]),
             samples=_int_or_none(data.get("samples")),
             loader=data.get("loader") if isinstance(data.get("loader"), str) else None,
-            slowest=tuple(SlowStep.from_dict(s) for s in _list(data.get("slowest"))),
+            slowest=tuple(SlowStep.from_dict(s) for s in data["slowest"]),
             ranks=tuple(
                 RankPart(
                     rank=int(r["rank"]),
@@ -164,14 +161,14 @@ class StageWindow:
                     step_mean_s=float(r["step_mean_s"]),
                     account=Account.from_dict(r["account"]),
                 )
-                for r in _list(data.get("ranks"))
+                for r in data["ranks"]
             ),
             nested_s=float(data.get("nested_s") or 0.0),
             reference_s_per_sample=_float_or_none(data.get("reference_s_per_sample")),
             scope=str(data.get("scope", "epoch")),
             steps=_steps(data.get("steps")),
-            verdicts=tuple(Verdict.from_dict(v) for v in _list(data.get("verdicts"))),
-            missing_ranks=tuple(int(r) for r in _list(data.get("missing_ranks"))),
+            verdicts=tuple(Verdict.from_dict(v) for v in data.get("verdicts", ())),
+            missing_ranks=tuple(int(r) for r in data.get("missing_ranks", ())),
         )
 
 
@@ -179,10 +176,6 @@ def _steps(value: object) -> tuple[int, int] | None:
     if isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) for x in value):
         return int(value[0]), int(value[1])
     return None
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []  # format 1 stored the number of ranks here
 
 
 def _int_or_none(value: object) -> int | None:

@@ -17,7 +17,6 @@ from .._iteration import record_iter, record_wait
 from .._registry import Registry, check_registry
 from .._state import SWITCH
 from .._validate import check_name
-from ..names import loader_of
 from ._dataloader import cannot_instrument, instrument_dataloader, is_dataloader
 from ._nodes import instrument_nodes, is_node
 from ._workers import Shipment, deliver
@@ -60,7 +59,7 @@ def instrument(
     >>> [b.tolist() for b in loader]
     [[0, 1, 2, 3], [4, 5, 6, 7]]
     """
-    name = loader_of(check_name(name))
+    name = check_name(name)
     check_registry(registry)
     if is_dataloader(loader):
         done = instrument_dataloader(loader, name, registry=registry, time_wait=time_wait)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ._analysis import analyze_trace, check_top_k
 from ._parts import ALL_PARTS
-from ._results import TraceAnalysis, old_row
+from ._results import TraceAnalysis
 
 NOISE_FLOOR_SHARE = 0.005  # of the longer step time
 NOISE_FLOOR_MIN_US = 1.0
@@ -73,8 +73,7 @@ class TraceDiff:
     """Two traces compared per step (a trace without steps counts as one step).
 
     ``parts`` lists every part; a text report shows only those one side has. ``ops`` compares
-    CPU op self time, ``kernels`` device activity time; ``grown_ops`` and ``new_ops`` repeat
-    ``ops.grown`` and ``ops.appeared`` for older readers.
+    CPU op self time, ``kernels`` device activity time.
     """
 
     before: str
@@ -84,17 +83,13 @@ class TraceDiff:
     before_step_us: float
     after_step_us: float
     parts: tuple[TracePartChange, ...]
-    grown_ops: tuple[TimeChange, ...]
-    new_ops: tuple[TimeChange, ...]
     grown_sections: tuple[TimeChange, ...]
     ops: Changes
     kernels: Changes
     noise_floor_us: float
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["phases"] = [old_row(c) for c in out["parts"]]  # perfkit 0.1's key, for one release
-        return out
+        return asdict(self)
 
 
 def diff_traces(
@@ -135,8 +130,6 @@ def diff_traces(
         before_step_us=a.span_us / steps_a,
         after_step_us=b.span_us / steps_b,
         parts=_parts(a, b, steps_a, steps_b),
-        grown_ops=ops.grown,
-        new_ops=ops.appeared,
         grown_sections=tuple(sorted(sections, key=lambda c: -c.change_us)),
         ops=ops,
         kernels=kernels,

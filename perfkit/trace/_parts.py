@@ -4,7 +4,7 @@ Marks are recognised from five sources, in this order of trust (a tie between ma
 same bounds goes to the more trusted):
 
 ==================  ==========================================================================
-``perfkit``         perfkit's own ranges (``perfkit.part.forward`` ...; their old names ``perfkit.phase.*``)
+``perfkit``         perfkit's own ranges (``perfkit.part.forward`` ...)
 ``user annotation`` a user's ``record_function`` range (or any ``## name ##`` range) with one of
                     the words of ``ANNOTATION_WORDS``: ``## forward ##``, ``## data_load ##``,
                     ``[param|alex_net|measure|forward]``
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..names import MARK_BACKWARD, MARK_DATA_WAIT, MARK_FORWARD, MARK_OPTIMIZER, OLD_MARKS, TRACE_PARTS
+from ..names import MARK_BACKWARD, MARK_DATA_WAIT, MARK_FORWARD, MARK_OPTIMIZER, TRACE_PARTS
 
 Mark = tuple[float, float, int]  # start µs, end µs, code (see pack)
 # The parts a mark can give, by index; the last of ALL_PARTS, "other", is what no mark covers.
@@ -51,7 +51,6 @@ PERFKIT_MARKS = {
     MARK_BACKWARD: BACKWARD,
     MARK_OPTIMIZER: OPTIMIZER,
 }
-PERFKIT_MARKS |= {old: PERFKIT_MARKS[new] for old, new in OLD_MARKS.items()}  # traces of perfkit 0.1
 _LIGHTNING_PROFILE = "[pl][profile]"
 # Lightning names an action "[pl][profile]" + "[Owner]Class.hook" or a bare hook name; hooks such
 # as on_before_backward or on_before_optimizer_step are callbacks around a part, not the part.

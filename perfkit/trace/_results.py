@@ -1,9 +1,7 @@
 """Result types of trace analysis: frozen dataclasses that turn into plain JSON with ``to_dict``.
 
 Times are µs, shares are fractions of the profiled step time unless a docstring says otherwise.
-``TraceAnalysis.from_dict`` reads what ``to_dict`` wrote, also from before a field was added, and
-the old names of perfkit 0.1 (``phases``, ``phase_sources``, ``data_loading_us``, ``unaccounted_us``),
-which ``to_dict`` still writes beside the new ones for one release.
+``TraceAnalysis.from_dict`` reads what ``to_dict`` wrote, of its format (``ANALYSIS_FORMAT``).
 """
 
 from __future__ import annotations
@@ -12,11 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from .._rule import Verdict, severity
-from .._warn import warn_deprecated
-from ..names import OLD_TRACE_PARTS
+from .._formats import ANALYSIS_FORMAT, FormatError, check_format
+from .._rule import Verdict
 from ._parts import ALL_PARTS
-from ._rules import OLD_KINDS
 
 T = TypeVar("T")
 
@@ -140,15 +136,10 @@ class PartSplit:
         return {part: self.share(part) for part in ALL_PARTS}
 
     def to_dict(self) -> dict[str, Any]:
-        old = {f"{name}_us": self.us(part) for name, part in OLD_TRACE_PARTS.items()}  # for 0.1's readers
-        return {**asdict(self), "shares": self.shares, **old}
+        return {**asdict(self), "shares": self.shares}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PartSplit:
-        old = {
-            f"{part}_us": data[f"{name}_us"] for name, part in OLD_TRACE_PARTS.items() if f"{name}_us" in data
-        }
-        data = {**old, **data}
         return cls(str(data["label"]), *(float(data[f"{p}_us"]) for p in ("total", *ALL_PARTS)))
 
 
@@ -234,39 +225,31 @@ class TraceAnalysis:
     skipped: tuple[Skipped, ...] = ()
     rank: int | None = None
 
-    @property
-    def phases(self) -> PartSplit:
-        """The old name of ``parts`` (perfkit 0.1), for one release."""
-        warn_deprecated("TraceAnalysis.phases is now TraceAnalysis.parts")
-        return self.parts
-
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        """Plain JSON of every field, with its format (``ANALYSIS_FORMAT``)."""
+        out = {"format": ANALYSIS_FORMAT, **asdict(self)}
         out["parts"] = self.parts.to_dict()
         out["per_step"] = [s.to_dict() for s in self.per_step]
-        # The old keys of perfkit 0.1, beside the new ones for one release: its readers still load this.
-        out["phases"] = dict(out["parts"])
-        out["phase_sources"] = [old_row(s) for s in out["part_sources"]]
-        out["findings"] = [
-            {**v.to_dict(), "value": v.share} for v in self.findings
-        ]  # value: share's old name
+        out["findings"] = [v.to_dict() for v in self.findings]
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TraceAnalysis:
         """Read ``to_dict``'s output back (as a run directory's ``traces.jsonl`` stores it).
 
-        Raises ``ValueError`` naming what is missing or malformed.
+        Raises ``FormatError`` for another format, ``ValueError`` naming what is missing or malformed.
         """
         try:
-            data = _renamed(data)
-            return cls(**_required(data), **_optional(data))
+            check_format("the trace analysis", data, ANALYSIS_FORMAT, unnumbered=1)
+            return cls(**_fields(data))
+        except FormatError:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"not a perfkit trace analysis: {exc!r}") from None
 
 
-def _required(data: Mapping[str, Any]) -> dict[str, Any]:
-    busy = data.get("gpu_busy_share")
+def _fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    busy, kernel_busy, comm, rank = (data[k] for k in ("gpu_busy_share", "kernel_busy_share", "comm", "rank"))
     return {
         "path": str(data["path"]),
         "event_count": int(data["event_count"]),
@@ -279,62 +262,17 @@ def _required(data: Mapping[str, Any]) -> dict[str, Any]:
         "parts": PartSplit.from_dict(data["parts"]),
         "per_step": tuple(PartSplit.from_dict(row) for row in data["per_step"]),
         "sections": _rows(SectionStat, data["sections"]),
-        "findings": tuple(_finding(row) for row in data["findings"]),
+        "findings": tuple(Verdict.from_dict(row) for row in data["findings"]),
+        "kernel_busy_share": None if kernel_busy is None else float(kernel_busy),
+        "unlaunched_device_us": float(data["unlaunched_device_us"]),
+        "idle": _rows(StreamIdle, data["idle"]),
+        "transfers": _rows(TransferStat, data["transfers"]),
+        "comm": None if comm is None else CommOverlap(**comm),
+        "part_sources": _rows(PartSource, data["part_sources"]),
+        "annotations": _rows(AnnotationStat, data["annotations"]),
+        "skipped": _rows(Skipped, data["skipped"]),
+        "rank": None if rank is None else int(rank),
     }
-
-
-def _optional(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields added after the first release: absent in older ``traces.jsonl`` lines."""
-    out: dict[str, Any] = {}
-    readers: dict[str, Callable[[Any], Any]] = {
-        "kernel_busy_share": lambda v: None if v is None else float(v),
-        "unlaunched_device_us": float,
-        "idle": lambda v: _rows(StreamIdle, v),
-        "transfers": lambda v: _rows(TransferStat, v),
-        "comm": lambda v: None if v is None else CommOverlap(**v),
-        "part_sources": lambda v: _rows(PartSource, v),
-        "annotations": lambda v: _rows(AnnotationStat, v),
-        "skipped": lambda v: _rows(Skipped, v),
-        "rank": lambda v: None if v is None else int(v),
-    }
-    for key, read in readers.items():
-        if key in data:
-            out[key] = read(data[key])
-    return out
-
-
-def _finding(row: Mapping[str, Any]) -> Verdict:
-    """A finding as written now (a ``Verdict``), or as before one rule shape: kind, message, value."""
-    if "share" in row:
-        return Verdict.from_dict(row)
-    value = float(row["value"])
-    kind = OLD_KINDS.get(str(row["kind"]), str(row["kind"]).upper())
-    return Verdict(kind, "", -1, None, value, value, severity(value), str(row["message"]))
-
-
-def _renamed(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``data`` with the new keys where only perfkit 0.1's are there (``phases``, ``phase_sources``)."""
-    out = dict(data)
-    if "parts" not in out and "phases" in out:
-        out["parts"] = out["phases"]
-    if "part_sources" not in out and "phase_sources" in out:
-        out["part_sources"] = [_new_row(row) for row in out["phase_sources"]]
-    return out
-
-
-def _new_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row perfkit 0.1 wrote with a ``phase``, with its ``part`` instead."""
-    rest = {k: v for k, v in row.items() if k != "phase"}
-    return {"part": OLD_TRACE_PARTS.get(row["phase"], row["phase"]), **rest}
-
-
-def old_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row with a ``part`` as perfkit 0.1 wrote it: ``phase``, and the part's old name."""
-    rest = {k: v for k, v in row.items() if k != "part"}
-    return {"phase": _OLD_NAMES.get(row["part"], row["part"]), **rest}
-
-
-_OLD_NAMES = {part: name for name, part in OLD_TRACE_PARTS.items()}
 
 
 def _rows(kind: Callable[..., T], rows: Any) -> tuple[T, ...]:

@@ -181,14 +181,3 @@ TRACE_RULES: tuple[Rule[TraceAnalysis], ...] = (
 
 TRACE_KINDS = kinds(TRACE_RULES)
 """Every kind a trace's findings carry: declared once, by its rule above."""
-
-OLD_KINDS = {
-    "data_loading": "INPUT_BOUND",
-    "section": "SLOW_SECTION",
-    "cpu_op": "SLOW_OP",
-    "gpu_idle": "GPU_IDLE",
-    "optimizer": "OPTIMIZER_BOUND",
-    "unaccounted": "UNMARKED_TIME",
-    "exposed_comm": "EXPOSED_COMM",
-}
-"""The kinds as analyses written before one rule shape spelled them (still read)."""

@@ -22,7 +22,7 @@ import re
 from array import array
 from typing import Any, TypeGuard
 
-from ..names import MARK_PREFIX, OLD_MARK_PREFIX
+from ..names import MARK_PREFIX
 from ._columns import Ranges, self_times
 from ._events import iter_trace_values
 from ._parts import classify, pack
@@ -123,7 +123,7 @@ class TraceTables:
         mark = self._mark(name, annotation)
         if mark is not None:
             _ranges(self.marks, thread).add(ts, dur, mark)
-        if name.startswith((MARK_PREFIX, OLD_MARK_PREFIX)):  # perfkit's marks are parts, not work
+        if name.startswith(MARK_PREFIX):  # perfkit's marks are parts, not work
             return
         _ranges(self.annotations if annotation else self.ops, thread).add(ts, dur, self.name_id(name))
 

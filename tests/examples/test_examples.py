@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "examples" / "ocr_dbnet" / "configs"
 
 
-def test_the_seed_overrides_compose() -> None:
+def test_the_preset_overrides_compose() -> None:
     overrides = [
         "callbacks.profiler.enabled=true",
         "callbacks.profiler.profile_epochs=[1]",
@@ -89,9 +89,9 @@ def test_the_ocr_demo_disabled_trains_and_records_nothing(tmp_path: Path) -> Non
     assert "perfkit is disabled" in done.stdout
 
 
-def test_the_seeds_own_override_line_runs_the_demo_with_their_callback_alone(tmp_path: Path) -> None:
+def test_the_presets_own_override_line_runs_the_demo_with_that_preset_alone(tmp_path: Path) -> None:
     """``callbacks=performance_profiler callbacks.performance_profiler.verbose=true``, verbatim: the
-    seed's callback alone (no PerfMonitor, so no run directory to summarise), and no error."""
+    preset alone (no PerfMonitor, so no run directory to summarise), and no error."""
     done = run_tiny_demo(
         tmp_path, "callbacks=performance_profiler", "callbacks.performance_profiler.verbose=true"
     )

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 import perfkit
+from perfkit._cli import main
+from perfkit._formats import ANALYSIS_FORMAT, RUN_FORMAT, SNAPSHOT_FORMAT, FormatError
 from perfkit.run import read_run
 from tests.conftest import FakeClock
 from tests.run.run_dirs import synthetic_run
@@ -57,23 +59,53 @@ def test_metrics_are_found_under_the_prefix_the_run_recorded(run_dir: Path) -> N
     assert read_run(run_dir).windows[0].metric("steps") == 8.0
 
 
-def test_a_run_of_the_first_format_still_reads(run_dir: Path) -> None:
-    old = []
-    for line in lines(run_dir):
-        x = json.loads(line)
-        x["phase"] = x.pop("stage")
-        for key in ("prefix", "account", "ranks", "loader", "nested_s", "reference_s_per_sample"):
-            x.pop(key)
-        x["ranks"] = 1
-        x["slowest"] = [
-            {**{k: v for k, v in s.items() if k != "stage"}, "phase": s["stage"]} for s in x["slowest"]
-        ]
-        old.append(json.dumps(x) + "\n")
-    (run_dir / "windows.jsonl").write_text("".join(old))
+def test_each_file_carries_the_format_it_is_written_in(run_dir: Path) -> None:
+    assert json.loads((run_dir / "run.json").read_text())["format"] == RUN_FORMAT == perfkit.run.FORMAT
+    for snapshot in (run_dir / "final.json", *(run_dir / "windows").iterdir()):
+        assert json.loads(snapshot.read_text())["format"] == SNAPSHOT_FORMAT
+    (trace,) = (run_dir / "traces.jsonl").read_text().splitlines()
+    assert json.loads(trace)["summary"]["format"] == ANALYSIS_FORMAT
+
+
+def test_a_file_of_a_newer_format_refuses_the_run_in_one_line_naming_it(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    newer = "(a newer perfkit wrote it: upgrade perfkit)"
+    run_json = run_dir / "run.json"
+    info = json.loads(run_json.read_text())
+    run_json.write_text(json.dumps({**info, "format": RUN_FORMAT + 1}))
+    said = f"{run_json} is format {RUN_FORMAT + 1}; this perfkit reads format {RUN_FORMAT} {newer}"
+    with pytest.raises(FormatError) as refused:
+        read_run(run_dir)
+    assert str(refused.value) == said
+    assert main(["summary", str(run_dir)]) == 2
+    assert capsys.readouterr().err == f"perfkit: error: {said}\n"
+    run_json.write_text(json.dumps(info))
+
+    final = run_dir / "final.json"
+    final.write_text(json.dumps({**json.loads(final.read_text()), "format": 99}))
+    with pytest.raises(FormatError) as refused:
+        read_run(run_dir)
+    assert str(refused.value) == f"{final}: the snapshot is format 99; this perfkit reads format 1 {newer}"
+    final.unlink()
+
+    trace = run_dir / "traces.jsonl"
+    line = json.loads(trace.read_text())
+    line["summary"]["format"] = 2
+    trace.write_text(json.dumps(line) + "\n")
+    with pytest.raises(FormatError) as refused:
+        read_run(run_dir)
+    where = f"the trace analysis of {run_dir / 'traces.jsonl'} line 1"
+    assert str(refused.value) == f"{where} is format 2; this perfkit reads format 1 {newer}"
+
+
+def test_a_run_json_without_a_format_number_is_left_out_and_the_rest_reads(run_dir: Path) -> None:
+    info = json.loads((run_dir / "run.json").read_text())
+    del info["format"]
+    (run_dir / "run.json").write_text(json.dumps(info))
     run = read_run(run_dir)
-    assert [(w.stage, w.metric("steps")) for w in run.windows][:2] == [("train", 8.0), ("val", 4.0)]
-    assert run.windows[0].slowest[0].stage == "train"
-    assert run.windows[0].window.account.fraction("other") == 1.0
+    assert "run.json has no format number (not perfkit's): its metadata is left out" in run.problems
+    assert (run.meta, len(run.windows)) == ({}, 4)
 
 
 def test_a_missing_directory_is_named(tmp_path: Path) -> None:
@@ -126,8 +158,10 @@ def test_a_corrupt_snapshot_or_final_file_is_listed_and_the_rest_reads(run_dir: 
     assert run.final is None
     assert len(run.windows) == 4
     assert any(p.startswith("final.json: snapshot: not JSON") for p in run.problems)
-    (run_dir / "final.json").write_text('{"format": 99}')
-    assert any("not a perfkit snapshot of format 1" in p for p in read_run(run_dir).problems)
+    (run_dir / "final.json").write_text('{"series": {}}')
+    assert "final.json: the snapshot is not perfkit's: no format number (format=None): skipped" in (
+        read_run(run_dir).problems
+    )
 
 
 def test_a_killed_run_reads_up_to_its_last_complete_window(run_dir: Path) -> None:

@@ -109,28 +109,51 @@ def test_writers_of_one_process_are_one_job(tmp_path: Path, reg: perfkit.Registr
     assert not any("jobs" in p for p in run.problems)
 
 
-def test_a_directory_two_older_jobs_wrote_is_read_as_two(
-    tmp_path: Path, reg: perfkit.Registry, clock: FakeClock
-) -> None:
+def two_jobs(tmp_path: Path, reg: perfkit.Registry, clock: FakeClock) -> dict[str, object]:
+    """A window each of two jobs, as two processes would have written them: each line its own job,
+    run.json both (the second with its own files' suffix). Returns run.json's content."""
     for _ in range(2):
         with window("train", epoch=0, run=RunWriter(tmp_path), registry=reg) as w:
             for _ in w.iterate([1]):
                 clock.advance(1_000_000)
     lines = [json.loads(x) for x in (tmp_path / "windows.jsonl").read_text().splitlines()]
-    for pid, line in zip((101, 202), lines, strict=True):  # as perfkit wrote them before jobs
-        del line["job"]
-        line["writer"] = f"{pid}-1"
-    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     info = json.loads((tmp_path / "run.json").read_text())
-    del info["jobs"]
+    (entry,) = info["jobs"].values()
+    info["jobs"] = {}
+    for pid, line in zip((101, 202), lines, strict=True):
+        line["job"] = f"{pid}-ab12"
+        info["jobs"][line["job"]] = {**entry, "pid": pid, "suffix": "" if pid == 101 else "_202-ab12"}
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     (tmp_path / "run.json").write_text(json.dumps(info))
+    return info
+
+
+def test_a_directory_two_jobs_wrote_is_read_one_job_at_a_time(
+    tmp_path: Path, reg: perfkit.Registry, clock: FakeClock
+) -> None:
+    two_jobs(tmp_path, reg, clock)
     run = read_run(tmp_path)
-    assert [j.id for j in run.jobs] == ["101", "202"]
-    assert run.job == "202"
+    assert [(j.id, j.pid, j.windows) for j in run.jobs] == [("101-ab12", 101, 1), ("202-ab12", 202, 1)]
+    assert run.job == "202-ab12"
     assert len(run.windows) == 1
     assert run.problems[0].startswith("this run directory holds 2 jobs")
     assert len(read_run(tmp_path, job="101").windows) == 1
     with pytest.raises(
-        ValueError, match="job '303' is not a job of this run directory: its jobs are '101', '202'"
+        ValueError, match="job '303' is not a job of this run directory: its jobs are '101-ab12', '202-ab12'"
     ):
         read_run(tmp_path, job="303")
+
+
+def test_final_json_is_nobodys_when_run_json_does_not_say_which_job_wrote_it(
+    tmp_path: Path, reg: perfkit.Registry, clock: FakeClock
+) -> None:
+    info = two_jobs(tmp_path, reg, clock)
+    (tmp_path / "final.json").write_text(reg.snapshot().to_json())
+    (tmp_path / "run.json").write_text(json.dumps({**info, "jobs": {}}))  # a run.json that lost its jobs
+    run = read_run(tmp_path)
+    assert [j.pid for j in run.jobs] == [None, None]
+    assert run.final is None
+    assert any(
+        p.startswith("final.json is left out: run.json does not say which of the jobs") for p in run.problems
+    )
+    assert "not listed in run.json" in run.problems[0]

@@ -17,8 +17,8 @@ def test_some_of_the_stages_in_any_collection_come_back_as_a_tuple_in_their_orde
 
 @pytest.mark.parametrize("value", ["val", 5, None])
 def test_a_string_or_a_non_collection_is_a_type_error_naming_parameter_and_value(value: object) -> None:
-    with pytest.raises(TypeError, match=f"^phases must be a list of stage names, got {value!r}$"):
-        check_stages(value, "phases")
+    with pytest.raises(TypeError, match=f"^profile_stages must be a list of stage names, got {value!r}$"):
+        check_stages(value, "profile_stages")
 
 
 def test_a_name_outside_among_is_a_value_error_naming_parameter_name_and_choices() -> None:

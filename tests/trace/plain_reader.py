@@ -33,9 +33,6 @@ TORCH_MARKS = (
     "DistributedDataParallel.forward",
 )
 PERFKIT_MARKS = {f"perfkit.part.{p}" for p in ("data_wait", "forward", "backward", "optimizer")}
-PERFKIT_MARKS |= {
-    f"perfkit.phase.{p}" for p in ("data_fetch", "forward", "backward", "optimizer_step")
-}  # old names
 PART_WORDS = {
     "data_load",
     "data_loading",
@@ -247,7 +244,7 @@ def _part_facts(facts: Facts, cpu: dict[Thread, list[Any]], main: Thread) -> Non
         (a, b)
         for t in autograd
         for _, n, a, b, _ in cpu[t]
-        if not n.startswith(("ProfilerStep#", "perfkit.part.", "perfkit.phase."))
+        if not n.startswith(("ProfilerStep#", "perfkit.part."))
     ]
     facts.autograd_cover = covered(busy, w)
     marked = [(a, b) for c, n, a, b, _ in cpu[main] if is_part_mark(n, c)]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from perfkit._formats import ANALYSIS_FORMAT, FormatError
 from perfkit.reports import analysis_text
 from perfkit.trace._analysis import analyze_trace
 from perfkit.trace._parts import BACKWARD, DATA_WAIT, FORWARD, LIGHTNING, OPTIMIZER, classify
@@ -209,9 +210,6 @@ def test_shares_add_up_to_one_even_with_overlapping_marks(tmp_path: Path) -> Non
         ("Optimizer.zero_grad#AdamW.zero_grad", (OPTIMIZER, TORCH_SOURCE)),
         ("aten::linear", None),
         ("perfkit.part.something_else", None),
-        ("perfkit.phase.data_fetch", (DATA_WAIT, PERFKIT_SOURCE)),  # the old names, in traces of perfkit 0.1
-        ("perfkit.phase.forward", (FORWARD, PERFKIT_SOURCE)),
-        ("perfkit.phase.optimizer_step", (OPTIMIZER, PERFKIT_SOURCE)),
     ],
 )
 def test_part_marks_are_recognised_by_name(name: str, expected: tuple[int, int] | None) -> None:
@@ -393,6 +391,7 @@ def test_to_dict_is_plain_json_with_shares(tmp_path: Path) -> None:
     assert d["per_step"][0]["label"] == "ProfilerStep#1"
     assert d["top_cuda_kernels"][0]["name"] == "k"
     assert set(d) == {
+        "format",
         "path",
         "event_count",
         "step_count",
@@ -414,12 +413,10 @@ def test_to_dict_is_plain_json_with_shares(tmp_path: Path) -> None:
         "annotations",
         "skipped",
         "rank",
-        "phases",  # the old keys, beside the new ones for one release
-        "phase_sources",
     }
 
 
-def test_from_dict_reads_to_dict_back_and_older_analyses_without_the_new_fields(tmp_path: Path) -> None:
+def test_from_dict_reads_to_dict_back_and_names_what_is_malformed(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),
         mark("## forward ##", 0, 25),
@@ -429,68 +426,26 @@ def test_from_dict_reads_to_dict_back_and_older_analyses_without_the_new_fields(
     ]
     a = analyze_trace(trace(tmp_path, events, sections=["s"]))
     data = json.loads(json.dumps(a.to_dict()))
+    assert data["format"] == ANALYSIS_FORMAT
     assert TraceAnalysis.from_dict(data) == a
-    old = {k: v for k, v in data.items() if k in _FIRST_RELEASE_KEYS}
-    assert TraceAnalysis.from_dict(old).parts == a.parts
     with pytest.raises(ValueError, match="not a perfkit trace analysis"):
         TraceAnalysis.from_dict({**data, "idle": [{"stream": "x"}]})
+    with pytest.raises(ValueError, match="not a perfkit trace analysis: KeyError.'part_sources'"):
+        TraceAnalysis.from_dict({k: v for k, v in data.items() if k != "part_sources"})
 
 
-_FIRST_RELEASE_KEYS = {"path", "event_count", "step_count", "span_us", "top_cpu_ops", "top_cuda_kernels"}
-_FIRST_RELEASE_KEYS |= {"gpu_busy_share", "memory", "phases", "per_step", "sections", "findings"}
-
-
-def test_an_analysis_written_by_perfkit_0_1_still_loads_and_0_1_can_read_one_written_now(
-    tmp_path: Path,
-) -> None:
-    a = analyze_trace(
-        trace(tmp_path, [step(1, 0, 100), mark("## data_load ##", 0, 62), mark("## metrics ##", 70, 20)])
+def test_from_dict_refuses_an_analysis_of_another_format_in_one_line(tmp_path: Path) -> None:
+    data = analyze_trace(trace(tmp_path, [step(1, 0, 100)])).to_dict()
+    with pytest.raises(FormatError) as refused:
+        TraceAnalysis.from_dict({**data, "format": ANALYSIS_FORMAT + 1})
+    assert str(refused.value) == (
+        f"the trace analysis is format {ANALYSIS_FORMAT + 1}; this perfkit reads format {ANALYSIS_FORMAT} "
+        "(a newer perfkit wrote it: upgrade perfkit)"
     )
-    now = json.loads(json.dumps(a.to_dict()))
-    split_0_1 = {"label": "ProfilerStep#1", "total_us": 100.0, "data_loading_us": 62.0, "forward_us": 0.0}
-    split_0_1 |= {"backward_us": 0.0, "optimizer_us": 0.0, "unaccounted_us": 38.0}
-    sources_0_1 = [
-        {
-            "phase": "data_loading",
-            "source": "user annotation",
-            "name": "## data_load ##",
-            "us": 62.0,
-            "share": 0.62,
-        },
-        {"phase": "unaccounted", "source": "annotation", "name": "## metrics ##", "us": 20.0, "share": 0.2},
-    ]
-    written_0_1 = {k: v for k, v in now.items() if k not in {"parts", "part_sources"}}
-    written_0_1 |= {"phases": split_0_1, "per_step": [split_0_1], "phase_sources": sources_0_1}
-    assert TraceAnalysis.from_dict(written_0_1) == a
-    assert (a.parts.data_wait_us, a.parts.other_us, a.part_sources[-1].part) == (62, 38, "other")
-    # What is written now keeps 0.1's keys beside the new ones, so 0.1 reads it.
-    assert now["phase_sources"] == sources_0_1
-    assert all(split.items() >= split_0_1.items() for split in (now["phases"], *now["per_step"]))
-
-
-def test_the_old_names_still_work_for_one_release_and_say_the_new_one() -> None:
-    import perfkit.trace
-
-    for old, new in [
-        ("ALL_PHASES", "ALL_PARTS"),
-        ("PhaseSplit", "PartSplit"),
-        ("PhaseChange", "TracePartChange"),
-    ]:
-        with pytest.warns(FutureWarning, match=f"perfkit.trace.{old} is now perfkit.trace.{new}"):
-            assert getattr(perfkit.trace, old) is getattr(perfkit.trace, new)
-        assert old not in perfkit.trace.__all__
-    with pytest.raises(AttributeError):
-        perfkit.trace.PhaseWhatever  # noqa: B018
-    split = PartSplit("all", 100.0, 62.0, 20.0, 10.0, 5.0, 3.0)
-    with pytest.warns(FutureWarning, match="TraceAnalysis.phases is now TraceAnalysis.parts"):
-        assert TraceAnalysis.from_dict({**_minimal(), "phases": split.to_dict()}).phases == split
-
-
-def _minimal() -> dict[str, Any]:
-    keys = ("top_cpu_ops", "top_cuda_kernels", "memory", "per_step", "sections", "findings")
-    return {"path": "t.json", "event_count": 0, "step_count": 0, "span_us": 0.0, "gpu_busy_share": None} | {
-        k: [] for k in keys
-    }
+    with pytest.raises(FormatError, match="is format '1'; "):
+        TraceAnalysis.from_dict({**data, "format": "1"})
+    unnumbered = {k: v for k, v in data.items() if k != "format"}  # as written before analyses had one
+    assert TraceAnalysis.from_dict(unnumbered) == TraceAnalysis.from_dict(data)
 
 
 # --- real torch traces -----------------------------------------------------------------------

@@ -35,7 +35,7 @@ def test_numeric_strings_are_read_as_the_numbers_they_spell(tmp_path: Path, layo
     a = analyze_trace(write_trace(tmp_path / "t.json", events, layout=layout))
     assert a.skipped == ()
     assert {o.name: o.total_us for o in a.top_cpu_ops} == {"aten::mm": 12.5, "aten::add": 7.25}
-    assert a.phases.forward_us == 30
+    assert a.parts.forward_us == 30
     assert [s.total_us for s in a.per_step] == [40]
 
 

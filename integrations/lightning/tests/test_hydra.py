@@ -18,7 +18,7 @@ from .tiny import Tiny, trainer
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "examples" / "ocr_dbnet" / "configs"
-SEED_LINES = [
+PRESET_LINES = [
     "callbacks=performance_profiler callbacks.performance_profiler.verbose=true",
     "callbacks.throughput_monitor.enabled=true",
     "callbacks.profiler.enabled=true callbacks.profiler.profile_epochs=[1,2]",
@@ -57,9 +57,11 @@ def test_every_callback_config_instantiates_with_its_defaults(app: Path) -> None
     assert isinstance(callbacks["profiler"], ProfilerCallback)
 
 
-@pytest.mark.parametrize("line", SEED_LINES)
+@pytest.mark.parametrize("line", PRESET_LINES)
 @pytest.mark.parametrize("where", ["docs app", "demo"])
-def test_the_seeds_override_lines_compose_instantiate_and_fit(tmp_path: Path, where: str, line: str) -> None:
+def test_the_presets_override_lines_compose_instantiate_and_fit(
+    tmp_path: Path, where: str, line: str
+) -> None:
     if where == "docs app":
         (tmp_path / "app.yaml").write_text(APP)
         config_dir, name = tmp_path, "app"
@@ -127,6 +129,6 @@ def test_configs_list_every_constructor_argument() -> None:
         assert set(node) - {"_target_"} == set(params) - {"self"}, file
         for name, value in node.items():
             if name == "enabled" and file in ("throughput_monitor.yaml", "profiler.yaml"):
-                assert value is False, file  # off by default in a Hydra app, as the seeds' were
+                assert value is False, file  # off by default in a Hydra app, as our first users' were
             elif name != "_target_" and not isinstance(params[name].default, tuple):
                 assert value == params[name].default, (file, name)

@@ -75,7 +75,7 @@ def test_a_folder_named_perfkit_there_would_shadow_an_editable_install(
     kind = install_kind()
     if kind != "hook":
         pytest.skip(f"perfkit is a {kind} install here, which a folder of its name cannot shadow")
-    old = tmp_path / "perfkit"  # the run directory's name before 0.2
+    old = tmp_path / "perfkit"  # a run directory named like the package
     shutil.copytree(working_folder / RUN_DIR_NAME, old)
     done = import_perfkit_in(tmp_path)
     assert done.returncode != 0

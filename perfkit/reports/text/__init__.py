@@ -20,8 +20,8 @@ from ._console import series_line, summary_text
 from ._diagnosis import diagnosis_text, ranked_verdicts_text
 from ._diff import diff_text
 from ._intervals import interval_line, provisional_text, warmup_text
+from ._presets import performance_line, throughput_line
 from ._ranks import ranks_text
-from ._seeds import performance_line, throughput_line
 from ._snapshot import snapshot_text
 from ._trial import trial_text
 

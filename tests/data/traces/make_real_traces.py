@@ -1,8 +1,7 @@
 """Regenerate the real torch traces in this folder (torch 2.13, CPU): ``python make_real_traces.py``.
 
-``torch_cpu_marked.pt.trace.json.gz``: perfkit's part marks under their old names (``perfkit.phase.*``, as
-perfkit 0.1 wrote them: the reader still reads them), a ``collate`` section announced through
-``add_metadata_json("perfkit", ...)``, memory events, three ``ProfilerStep#N`` ranges.
+``torch_cpu_marked.pt.trace.json.gz``: perfkit's part marks (``perfkit.part.*``), a ``collate`` section
+announced through ``add_metadata_json("perfkit", ...)``, memory events, three ``ProfilerStep#N`` ranges.
 ``torch_cpu_plain.pt.trace.json.gz``: the same loop with no marks of ours, so only torch's own names
 (``enumerate(DataLoader)#...``, ``autograd::engine::...``, ``Optimizer.step#...``) tell the parts.
 ``lightning_cpu.pt.trace.json.gz``: a 3-batch ``Trainer.fit`` under Lightning's own
@@ -42,7 +41,7 @@ def run(out: Path, *, marked: bool) -> None:
     def batches() -> Iterator[list[torch.Tensor]]:
         it = iter(DataLoader(data, batch_size=4, collate_fn=collate))
         while True:
-            with mark("perfkit.phase.data_fetch"):
+            with mark("perfkit.part.data_wait"):
                 batch = next(it)
             yield batch
 
@@ -51,11 +50,11 @@ def run(out: Path, *, marked: bool) -> None:
         if marked:
             prof.add_metadata_json("perfkit", json.dumps({"sections": ["collate"]}))
         for _, (x, y) in zip(range(4), batches(), strict=False):
-            with mark("perfkit.phase.forward"):
+            with mark("perfkit.part.forward"):
                 loss = torch.nn.functional.mse_loss(model(x), y)
-            with mark("perfkit.phase.backward"):
+            with mark("perfkit.part.backward"):
                 loss.backward()
-            with mark("perfkit.phase.optimizer_step"):
+            with mark("perfkit.part.optimizer"):
                 opt.step()
                 opt.zero_grad()
             prof.step()

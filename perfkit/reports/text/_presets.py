@@ -1,9 +1,10 @@
-"""The console lines of our first users' two callbacks (the Lightning presets), from the keys they log.
+"""The console lines of the Lightning presets (our first users' two callbacks), from the keys they log.
 
     [Performance] Validation epoch 0: 4 batches in 0.123 s; batch mean 0.0100 s, ...; GPU memory 1.23 GB
     [Throughput] Epoch 2: 123.5 samples/s, 3.46 batches/s | load 1.2 ms (p95 2.3) | efficiency 87.6%
 
-Their formats are the seeds' own, kept as they were: a user's log parser may read them.
+Their formats are the presets' own, kept as our first users' callbacks wrote them: a user's log
+parser may read them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ...stages import StageWindow
 
 
 def performance_line(window: StageWindow, out: Mapping[str, float]) -> str:
-    """``PerformanceProfilerCallback``'s validation summary, from its ``performance/...`` keys."""
+    """The ``PerformanceProfilerCallback`` preset's validation summary, from its ``performance/...`` keys."""
     n = int(out["performance/val_num_batches"])
     seconds = out["performance/val_epoch_time"]
     text = f"[Performance] Validation epoch {window.epoch}: {n} batches in {seconds:.3f} s"
@@ -30,7 +31,7 @@ def performance_line(window: StageWindow, out: Mapping[str, float]) -> str:
 
 
 def throughput_line(epoch: int, out: Mapping[str, float]) -> str:
-    """``ThroughputMonitorCallback``'s line for a training epoch, from the keys it logs.
+    """The ``ThroughputMonitorCallback`` preset's line for a training epoch, from the keys it logs.
 
     >>> throughput_line(2, {"samples_per_second": 123.45, "batches_per_second": 3.456})
     '[Throughput] Epoch 2: 123.5 samples/s, 3.46 batches/s'
