@@ -6,7 +6,9 @@
 records, per item, ``train.data.wait``: the time ``next()`` blocked (the consumer
 waiting for the DataLoader), and ``train.loop.turn``: the time from one request for
 an item to the next (wait plus the loop's body). ``iter()`` on the source (where a
-DataLoader starts its workers) is recorded once as ``train.data.iter``. The names are
+DataLoader starts its workers) is recorded once as ``train.data.iter``, and the last
+``next()``, which says the source is done (where a DataLoader without persistent workers
+shuts them down: tens of ms the loop still waits), as ``train.data.end``. The names are
 the loader's (see ``perfkit.names``), so ``perfkit.torch.instrument(loader, "train")``
 and ``perfkit.window("train")`` meet the same series.
 """
@@ -23,7 +25,7 @@ from ._context import NODES, get_cell, new_cell
 from ._registry import Registry, check_registry, current_registry
 from ._state import SWITCH
 from ._validate import check_name
-from .names import iter_series, turn_series, wait_series
+from .names import end_series, iter_series, turn_series, wait_series
 
 T = TypeVar("T")
 
@@ -63,6 +65,7 @@ class _PyIterCore:
         except StopIteration:
             cell[0] = parent
             _end_turn(self, reg, parent, t0)
+            _record_end(self, parent, t0)
             raise
         except BaseException:
             cell[0] = parent
@@ -90,13 +93,22 @@ def _next_in_window(it: _PyIterCore) -> Any:
     try:
         item = next(it._it)
     except StopIteration:
-        _end_turn(it, reg, (get_cell(None) or new_cell())[0], t0)
+        parent = (get_cell(None) or new_cell())[0]
+        _end_turn(it, reg, parent, t0)
+        _record_end(it, parent, t0)
         raise
     if it._last is not None:
         parent = (get_cell(None) or new_cell())[0]
         add_record(reg, NODES.child(parent, it._turn, overlay=True), it._last, t0, failed=False)
     it._last = t0
     return item
+
+
+def _record_end(it: _PyIterCore, parent: int, t0: int) -> None:
+    """The source's last ``next()`` (from ``t0``, now ended by ``StopIteration``), as
+    ``NAME.data.end``; the compiled path hands it here too (once a loop: no fast path needed)."""
+    reg = it._registry or current_registry()
+    add_record(reg, NODES.child(parent, end_series(it.name)), t0, reg.clock(), failed=False)
 
 
 def _end_turn(it: _PyIterCore, reg: Registry, parent: int, t_end: int) -> None:
@@ -109,7 +121,7 @@ if TYPE_CHECKING:
     _IterCore = _PyIterCore
 else:
     _IterCore = _PyIterCore if SPEEDUPS is None else SPEEDUPS.IterCore
-configure(iter_next=_PyIterCore.__next__)
+configure(iter_next=_PyIterCore.__next__, iter_end=_record_end)
 
 
 class TimedIterator(_IterCore, Iterator[T], Generic[T]):
@@ -172,10 +184,11 @@ def record_wait(next_item: Callable[[], T], name: str, registry: Registry | None
     """Get one item with ``next_item()``, recorded as a wait of loader ``name`` (``NAME.data.wait``).
 
     Work done in this process meanwhile (a loader without workers) nests under the wait; inside
-    a profiler window the wait is also a named range. ``StopIteration`` is not a wait for an
-    item and is not recorded. What every loader wrapper that is not ``timed_iter`` times with.
+    a profiler window the wait is also a named range. The call that raises ``StopIteration`` is
+    no wait for an item: it is ``NAME.data.end`` (the loader's last call, workers shutting down).
+    What every loader wrapper that is not ``timed_iter`` times with.
     """
-    return _record_span(next_item, wait_series(name), registry, item=True)
+    return _record_span(next_item, wait_series(name), registry, item=True, end=end_series(name))
 
 
 def record_iter(start: Callable[[], T], name: str, registry: Registry | None) -> T:
@@ -184,13 +197,15 @@ def record_iter(start: Callable[[], T], name: str, registry: Registry | None) ->
     return _record_span(start, iter_series(name), registry, item=False)
 
 
-def _record_span(call: Callable[[], T], series: str, registry: Registry | None, *, item: bool) -> T:
+def _record_span(
+    call: Callable[[], T], series: str, registry: Registry | None, *, item: bool, end: str | None = None
+) -> T:
     """``call()`` recorded as one ``series`` record, with what it records nested under it.
 
     Inside an open record of the same series (a loader timed twice: ``timed_iter`` over one
     instrumented with ``time_wait``) it is left to the outer one. ``item``: a wait for an item,
     also a named range inside profiler windows; its ``StopIteration`` (the source is done) is
-    not recorded.
+    recorded as ``end`` instead (not at all without one).
     """
     reg = registry or current_registry()
     cell = get_cell(None) or new_cell()
@@ -209,6 +224,9 @@ def _record_span(call: Callable[[], T], series: str, registry: Registry | None, 
         return result
     except StopIteration:
         done = item
+        if done and end is not None:
+            node, done = NODES.child(parent, end), False
+            failed = False
         raise
     finally:
         cell[0] = parent

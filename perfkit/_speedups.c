@@ -37,6 +37,7 @@ static PyObject *g_perf_counter;  /* time.perf_counter_ns: a registry using it i
 static PyObject *g_section_enter; /* the pure-Python Section.__enter__ and __exit__ */
 static PyObject *g_section_exit;
 static PyObject *g_iter_next;     /* the pure-Python TimedIterator.__next__ */
+static PyObject *g_iter_end;      /* records a source's last next() (StopIteration): _record_end */
 static Py_ssize_t g_drain_at = -1;
 static int g_ready; /* every field above is set: until then every call takes the Python path */
 static PyObject *g_str_drain;
@@ -1142,6 +1143,18 @@ static PyGetSetDef iter_getset[] = {
     {NULL},
 };
 
+/* The source's last next() (from t0, ended by StopIteration) handed to the Python path's _record_end. */
+static int record_end(PyObject *me, PyObject *parent, Stamp *t0) {
+    PyObject *start = stamp_object(t0);
+    if (start == NULL) return -1;
+    PyObject *args[3] = {me, parent, start};
+    PyObject *done = PyObject_Vectorcall(g_iter_end, args, 3, NULL);
+    Py_DECREF(start);
+    if (done == NULL) return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
 static PyObject *iter_next(IterObject *self) {
     PyObject *me = (PyObject *)self;
     if (!g_ready || self->it == NULL || Py_TYPE(self->it)->tp_iternext == NULL)
@@ -1188,16 +1201,20 @@ static PyObject *iter_next(IterObject *self) {
             PyErr_Fetch(&type, &value, &tb);
             if (type != NULL && !PyErr_GivenExceptionMatches(type, PyExc_StopIteration)) {
                 record_failure(core, node, &t0, type, value, tb);
-            } else if (had_last) {
-                /* The source is exhausted: the last turn ends where this wait started. */
-                if (add_record(core, turn, 0, &last, &t0) == 0) {
-                    forget_last(self);
+            } else {
+                /* The source is exhausted: the last turn ends where this wait started, and this
+                   last call is the loop's wait too (workers shutting down), recorded by the Python
+                   path's own function (once a loop). */
+                int failed = had_last ? add_record(core, turn, 0, &last, &t0) : 0;
+                if (failed == 0) {
+                    if (had_last) forget_last(self);
+                    failed = record_end(me, parent, &t0);
+                }
+                if (failed == 0) {
                     PyErr_Restore(type, value, tb);
                 } else {
                     raise_in_context(type, value, tb);
                 }
-            } else {
-                PyErr_Restore(type, value, tb);
             }
         } else if (stamp_now(core, &t1) < 0) {
             Py_CLEAR(item);
@@ -1293,7 +1310,7 @@ static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwds) {
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     static const char *known[] = {"switch", "cell_var", "registry_var", "running_tasks", "perf_counter",
-                                  "section_enter", "section_exit", "iter_next", "drain_at", NULL};
+                                  "section_enter", "section_exit", "iter_next", "iter_end", "drain_at", NULL};
     while (PyDict_Next(kwds, &pos, &key, &value)) {
         int ok = 0;
         for (int i = 0; known[i] != NULL; i++)
@@ -1325,8 +1342,9 @@ static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwds) {
     take(kwds, "section_enter", &g_section_enter);
     take(kwds, "section_exit", &g_section_exit);
     take(kwds, "iter_next", &g_iter_next);
+    take(kwds, "iter_end", &g_iter_end);
     g_ready = g_switch && g_cell_var && g_registry_var && g_running_tasks && g_perf_counter && g_section_enter
-              && g_section_exit && g_iter_next && g_drain_at >= 0;
+              && g_section_exit && g_iter_next && g_iter_end && g_drain_at >= 0;
     Py_RETURN_NONE;
 }
 

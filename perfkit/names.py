@@ -13,6 +13,7 @@ Records of a stage epoch:
 ``STAGE.step``              the step's own compute, one record per batch
 ``LOADER.data.wait``        how long each ``next()`` on the loader blocked
 ``LOADER.data.iter``        ``iter()`` on the loader (starting DataLoader workers)
+``LOADER.data.end``         the loader's last ``next()``, which said it was done (workers shut down)
 ``LOADER.data.fetch``       each batch's time in its DataLoader worker
 ``LOADER.loop.turn``        ``timed_iter``: one request for an item to the next
 ``STAGE.hook.OWNER``        time in another component's hooks during the stage (a callback)
@@ -64,6 +65,7 @@ STAGE_LABELS = {"train": "training", "val": "validation", "test": "testing", "pr
 DATA = ".data"
 WAIT = DATA + ".wait"
 ITER = DATA + ".iter"
+END = DATA + ".end"
 FETCH = DATA + ".fetch"
 TURN = ".loop.turn"
 STEP = ".step"
@@ -110,6 +112,12 @@ def wait_series(loader: str) -> str:
 def iter_series(loader: str) -> str:
     """``iter()`` on ``loader``: worker start-up for a DataLoader without persistent workers."""
     return loader + ITER
+
+
+def end_series(loader: str) -> str:
+    """The loader's last ``next()``, which raised ``StopIteration``: where a DataLoader without
+    persistent workers shuts them down, while the loop still waits on it."""
+    return loader + END
 
 
 def fetch_series(loader: str) -> str:
@@ -257,7 +265,7 @@ def is_stage_series(name: str) -> bool:
     >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
     [True, True, False]
     """
-    if name == GRAD_WAIT or name.endswith((STEP, WAIT, ITER, FETCH, TURN, LOADER_SETUP, OPTIMIZER_STEP)):
+    if name == GRAD_WAIT or name.endswith((STEP, WAIT, ITER, END, FETCH, TURN, LOADER_SETUP, OPTIMIZER_STEP)):
         return True
     return any(name.startswith(stage + kind) for stage in STAGES for kind in HOOK_KINDS.values())
 

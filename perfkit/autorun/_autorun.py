@@ -42,8 +42,14 @@ def autorun(run_dir: str | os.PathLike[str], *, registry: Registry | None = None
     if os.environ.get("RANK", "0") not in ("", "0") or get_worker_info() is not None:
         return False
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    # no interval windows (yet): a warm-up cut at each epoch's tenth step costs a short epoch's
+    # window milliseconds of snapshot (docs/run.md); the CLI diagnoses whole epochs
     options = Options(
-        registry=registry, run_dir=Path(run_dir), console=False, sample_interval_s=SAMPLE_INTERVAL_S
+        registry=registry,
+        run_dir=Path(run_dir),
+        console=False,
+        sample_interval_s=SAMPLE_INTERVAL_S,
+        intervals=False,
     )
     host = Host(meta={"framework": "perfkit run", "rank": 0, "world_size": world})
     session = Session(options, host)

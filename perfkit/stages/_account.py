@@ -61,6 +61,7 @@ from ..names import (
     MODULE_HOOKS,
     STEP_PART,
     SYNC_WAIT,
+    end_series,
     fetch_series,
     iter_series,
     stage_loaders,
@@ -265,13 +266,19 @@ _LOADER_SUBJECTS = ("data_wait", "stalled_on", "wait_sections")
 def _loader_account(snapshot: Snapshot, loader: str, wall_s: float) -> Account:
     """One loader's part of a stage epoch: its data wait, with that part's subjects."""
     wait, started = _total(snapshot, wait_series(loader)), _total(snapshot, iter_series(loader))
+    ended = _total(snapshot, end_series(loader))
     first, first_extra = _first_batches(snapshot, loader)
     subjects = {
-        "data_wait": {"iter": started, "first_batch": first, "batches": max(0.0, wait - first)},
+        "data_wait": {
+            "iter": started,
+            "first_batch": first,
+            "batches": max(0.0, wait - first),
+            **({"end": ended} if ended else {}),
+        },
         "stalled_on": stalls(snapshot, loader),
         "wait_sections": wait_sections(snapshot, loader),
     }
-    return Account(wall_s, {"data_wait": wait + started}, subjects, first_batch_extra_s=first_extra)
+    return Account(wall_s, {"data_wait": wait + started + ended}, subjects, first_batch_extra_s=first_extra)
 
 
 def _summed(maps: Iterable[Mapping[str, float]]) -> dict[str, float]:
