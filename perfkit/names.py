@@ -74,7 +74,6 @@ CHECKPOINT_HOOK = ".checkpoint."
 MODULE_HOOK = ".module_hook."
 LOGGER = ".logger."
 LOADER_SETUP = ".loader_setup"
-OPTIMIZER_STEP = ".optimizer_step"
 GPU = ".gpu"
 
 RUN_DIR_NAME = "perfkit-run"
@@ -194,9 +193,15 @@ def loader_setup_series(stage: str) -> str:
     return stage + LOADER_SETUP
 
 
+def step_part_series(stage: str, part: str) -> str:
+    """A part of ``stage``'s steps (``STEP_PARTS``): its own time in each step, one record a step."""
+    return f"{stage}{STEP}.{part}"
+
+
 def optimizer_series(stage: str) -> str:
-    """The optimizer's step inside ``stage``'s steps (one per gradient-accumulation cycle)."""
-    return stage + OPTIMIZER_STEP
+    """The optimizer's step inside ``stage``'s steps: its part (one record a step it ran in, so
+    one per gradient-accumulation cycle)."""
+    return step_part_series(stage, OPTIMIZER)
 
 
 def gpu_series(name: str) -> str:
@@ -265,7 +270,9 @@ def is_stage_series(name: str) -> bool:
     >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
     [True, True, False]
     """
-    if name == GRAD_WAIT or name.endswith((STEP, WAIT, ITER, END, FETCH, TURN, LOADER_SETUP, OPTIMIZER_STEP)):
+    if name == GRAD_WAIT or name.endswith(
+        (STEP, WAIT, ITER, END, FETCH, TURN, LOADER_SETUP, *_PART_SUFFIXES)
+    ):
         return True
     return any(name.startswith(stage + kind) for stage in STAGES for kind in HOOK_KINDS.values())
 
@@ -274,6 +281,8 @@ DATA_WAIT = "data_wait"
 FORWARD = "forward"
 BACKWARD = "backward"
 OPTIMIZER = "optimizer"
+ZERO_GRAD = "zero_grad"
+REST = "rest"
 CALLBACKS = "callbacks"
 MODULE_HOOKS = "module_hooks"
 LOGGERS = "loggers"
@@ -284,6 +293,11 @@ LOADER_SETUP_PART = "loader_setup"
 
 ACCOUNT_PARTS = (DATA_WAIT, STEP_PART, CALLBACKS, MODULE_HOOKS, LOGGERS, LOADER_SETUP_PART, OTHER)
 """The parts of a stage epoch's account, in the order a report stacks them."""
+
+STEP_PARTS = (FORWARD, BACKWARD, OPTIMIZER, ZERO_GRAD)
+"""The measured parts of a step (``STAGE.step.PART``); what none of them claims is ``REST``: the
+account's ``step`` subjects are these and ``rest``, adding up to the step (``perfkit.stages.StepParts``)."""
+_PART_SUFFIXES = tuple(f"{STEP}.{part}" for part in STEP_PARTS)
 
 SYNC_WAIT = "sync_wait"
 COMPUTE = "compute"  # not a part: ``step`` less its ``sync_wait``, where that was measured

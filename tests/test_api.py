@@ -80,6 +80,7 @@ def test_perfkit_torch_exports_no_implementation_types() -> None:
         "gather_ranks",
         "instrument",
         "time_gradient_sync",
+        "time_step_parts",
         "trial",
         "world_size",
     ]

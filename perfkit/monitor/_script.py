@@ -115,6 +115,8 @@ def script_run(
             last.session.recorder.train_s_per_sample if last is not None and last.owner is owner else None
         )
         made = ScriptRun(Session(options, host, train_s_per_sample=carried), owner)
+        if last is not None:
+            last.session.close()  # the run it replaces stops timing step parts
         _CURRENT[:] = [made]
         return made
 

@@ -26,6 +26,7 @@ from its event.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,7 @@ class Session(StageListener):
         elif options.save_run:
             self._run_path = Path(options.run_dir) if options.run_dir is not None else host.run_path
         self._sampler: ResourceSampler | None = None
+        self._stop_parts: Callable[[], None] | None = None
         self.monitor: StageMonitor | None = None
         """The session's publisher (None with ``monitor=False``)."""
         if monitor:
@@ -151,9 +153,14 @@ class Session(StageListener):
         self, stage: str, epoch: int, *, loader: str | None = None, intervals: Intervals | None = None
     ) -> None:
         """Open a ``stage`` epoch (``StageRecorder.begin``), cut into intervals by the options' plan
-        (or ``intervals``); the first one starts the resource sampler."""
+        (or ``intervals``); the first one starts the resource sampler and, where torch is in use,
+        the timing of each step's backward, optimizer step and zero_grad."""
         if self._sampler is None and self.options.sample_resources:
             self._sampler = lease(self.registry, self.options.sample_interval_s)
+        if self._stop_parts is None and "torch" in sys.modules:
+            from ..torch import time_step_parts
+
+            self._stop_parts = time_step_parts(self.recorder)
         self.recorder.begin(stage, epoch, loader=loader, intervals=intervals or self._plan)
 
     def end(self, stage: str) -> StageWindow | None:
@@ -199,10 +206,14 @@ class Session(StageListener):
             self.close()
 
     def close(self) -> None:
-        """Give the resource sampler back (also where a run ends without ``finish``: an interrupted fit)."""
+        """Give the resource sampler back and stop timing step parts (also where a run ends without
+        ``finish``: an interrupted fit)."""
         if self._sampler is not None:
             sampler, self._sampler = self._sampler, None
             release(sampler)
+        if self._stop_parts is not None:
+            stop, self._stop_parts = self._stop_parts, None
+            stop()
 
     def _published(self) -> bool:
         return self.monitor is not None and bool(self.monitor.last_metrics)

@@ -59,12 +59,15 @@ from ..names import (
     LOADER_SETUP,
     LOGGERS,
     MODULE_HOOKS,
+    REST,
     STEP_PART,
+    STEP_PARTS,
     SYNC_WAIT,
     end_series,
     fetch_series,
     iter_series,
     stage_loaders,
+    step_part_series,
     step_series,
     wait_series,
 )
@@ -77,7 +80,9 @@ PARTS = ACCOUNT_PARTS
 class Account:
     """Seconds per part (``PARTS``) of ``wall_s``, and per subject within a part.
 
-    Subjects: ``data_wait`` -> ``iter``, ``first_batch``, ``batches``; ``callbacks`` -> each
+    Subjects: ``data_wait`` -> ``iter``, ``first_batch``, ``batches``, ``end`` (the loader's last
+    call); ``step`` -> its parts, ``forward``, ``backward``, ``optimizer``, ``zero_grad`` and
+    ``rest`` (what none claims), adding up to the step, where parts were recorded; ``callbacks`` -> each
     callback's name, but a checkpoint callback's, which is under ``checkpoint`` (its seconds are in
     the ``callbacks`` part); ``module_hooks`` -> each hook of the model; ``loggers`` ->
     ``CLASS.METHOD``; ``loader_setup`` -> each stage whose loaders were built; ``stalled_on`` ->
@@ -235,6 +240,7 @@ def stage_account(
         **hooks,
         "loader_setup": setups,
         "other": residual_zones(snapshot, stage, names, spans, parts["other"]),
+        **({STEP_PART: step_parts} if (step_parts := _step_parts(snapshot, stage, parts["step"])) else {}),
     }
     loaders: dict[str, Account] = {}
     if len(names) > 1:
@@ -257,6 +263,15 @@ def stage_account(
         if GRAD_WAIT in snapshot
         else {},
     )
+
+
+def _step_parts(snapshot: Snapshot, stage: str, step_s: float) -> dict[str, float]:
+    """The step's parts (``STEP_PARTS``, then ``rest``: what none claims), adding up to the step;
+    empty where no part was recorded (a run that timed none)."""
+    measured = {p: s for p in STEP_PARTS if (s := _total(snapshot, step_part_series(stage, p))) > 0}
+    if not measured:
+        return {}
+    return {**measured, REST: max(0.0, step_s - sum(measured.values()))}
 
 
 _LOADER_SUBJECTS = ("data_wait", "stalled_on", "wait_sections")

@@ -20,6 +20,7 @@ from ..names import (
     CHECKPOINT,
     LOGGERS,
     MODULE_HOOKS,
+    STEP_PART,
     fetch_series,
     is_stage_series,
     loader_index,
@@ -130,16 +131,22 @@ def _account(window: StageWindow, p: str) -> dict[str, float]:
     for subject, word in _SUBJECT_KEYS.items():  # a checkpoint callback is a callback in the keys too
         for name, seconds in a.subjects.get(subject, {}).items():
             out[metric_key(p, "time", word, f"{name}_s")] = seconds
+    for name, seconds in a.subjects.get(STEP_PART, {}).items():  # the step's parts, as the parts are
+        out[metric_key(p, "time", STEP_PART, f"{name}_fraction")] = (
+            seconds / a.wall_s if a.wall_s > 0 else 0.0
+        )
     return out
 
 
 _SUBJECT_KEYS = {
+    STEP_PART: "step",
     CALLBACKS: "callback",
     CHECKPOINT: "callback",
     MODULE_HOOKS: "module_hook",
     LOGGERS: "logger",
 }
-"""The account's subjects logged one by one, and the word of their keys (``perf/train/time/logger/X_s``)."""
+"""The account's subjects logged one by one, and the word of their keys (``perf/train/time/logger/X_s``,
+the step's parts ``perf/train/time/step/backward_s``)."""
 
 
 def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores: int) -> dict[str, float]:

@@ -32,11 +32,12 @@ from .._context import NODES, get_cell, new_cell
 from .._registry import Registry, check_registry, current_registry
 from .._validate import check_int, check_number
 from .._warn import WarnOnce
-from ..names import HOOK, hook_series, step_series
+from ..names import HOOK, hook_series, step_part_series, step_series
 from ._account import stage_account
 from ._batch import batch_size
 from ._intervals import Cuts, Intervals
 from ._merge import Merged, RankResult, Ranks, mean_account, merge, not_merged
+from ._parts import StepParts
 from ._segments import Window
 from ._tags import take_tags
 from ._window import RankPart, SlowStep, StageWindow, keep_slowest
@@ -102,6 +103,8 @@ class _Epoch:
     waited: bool = False
     cuts: Cuts | None = None  # its interval windows, when the recorder cuts them
     hook_nodes: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, kind) -> its node
+    parts: StepParts = field(default_factory=StepParts)  # the open step's parts
+    part_nodes: dict[str, int] = field(default_factory=dict)  # part -> its node
 
 
 class StageRecorder:
@@ -282,8 +285,16 @@ class StageRecorder:
         if state is None or state.step_start is None:
             return None
         t0, state.step_start = state.step_start, None
-        duration = max(0, self.registry.clock() - t0 - state.excluded_ns)
+        now = self.registry.clock()
+        duration = max(0, now - t0 - state.excluded_ns)
         add_record(self.registry, state.step_node, t0, t0 + duration, failed=failed)
+        for part, ns in state.parts.close(now=now, step_start=t0, step_ns=duration).items():
+            node = state.part_nodes.get(part)
+            if node is None:
+                node = state.part_nodes[part] = NODES.child(
+                    state.base, step_part_series(stage, part), overlay=True
+                )
+            add_record(self.registry, node, t0, t0 + ns, failed=False)
         index = state.steps
         state.steps += 1
         if self._top_k:
@@ -294,6 +305,21 @@ class StageRecorder:
         if state.cuts is not None and state.cuts.due(state.steps, self.registry.clock()):
             self._cut(state, state.cuts)
         return duration
+
+    def part_begin(self, part: str) -> None:
+        """A part of the active stage's open step (``perfkit.names.STEP_PARTS``) begins now; nothing
+        without an open step. Parts nest, each second the innermost's (``perfkit.stages.StepParts``)."""
+        stage = self.active
+        state = self._open[stage] if stage is not None else None
+        if state is not None and state.step_start is not None:
+            state.parts.begin(part, self.registry.clock())
+
+    def part_end(self, part: str) -> None:
+        """The ``part`` of the active stage's open step ends now."""
+        stage = self.active
+        state = self._open[stage] if stage is not None else None
+        if state is not None and state.step_start is not None:
+            state.parts.end(part, self.registry.clock())
 
     def batch_done(self, stage: str, batch: Any) -> None:
         """Count the samples of the batch of the step that just ended (once per step)."""
@@ -344,6 +370,7 @@ class StageRecorder:
         add_record(self.registry, node, t0, t1, failed=failed)
         if state.step_start is not None:
             state.excluded_ns += max(0, t1 - t0)
+            state.parts.exclude(max(0, t1 - t0))
 
     def record(self, stage: str, series: str, t0: int, t1: int) -> None:
         """A span of ``stage``'s timeline measured elsewhere (building its loaders, say)."""

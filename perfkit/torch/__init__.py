@@ -16,8 +16,10 @@ and analyses their traces off the loop's thread. ``gather_ranks`` merges the ran
 distributed job once per stage epoch, bounded in time and bytes (``TorchRanks(timeout_s=...)``
 for another timeout than its 300 s). ``follow_loaders`` drives a session's stage epochs from
 every DataLoader iteration of the process with no code changed (what ``perfkit run`` starts).
-``time_gradient_sync`` times each rank's wait for DDP's gradient all-reduce, so a rank whose
-compute is slow is told from the ranks that wait for it (call it once on the DDP model).
+``time_step_parts`` tells a session each backward, optimizer step and zero_grad of the process
+(a monitored run's session starts it). ``time_gradient_sync`` times each rank's wait for DDP's
+gradient all-reduce, so a rank whose compute is slow is told from the ranks that wait for it
+(call it once on the DDP model).
 ``trial`` times a DataLoader alone at each worker count and picks the smallest setting that
 keeps up.
 """
@@ -26,6 +28,7 @@ from ._ddp import TorchRanks, world_size
 from ._follow import follow_loaders
 from ._gradsync import time_gradient_sync
 from ._instrument import instrument
+from ._parts import time_step_parts
 from ._profiling import ProfilerWindows
 from ._trial import trial
 
@@ -39,6 +42,7 @@ __all__ = [
     "gather_ranks",
     "instrument",
     "time_gradient_sync",
+    "time_step_parts",
     "trial",
     "world_size",
 ]

@@ -9,9 +9,11 @@ events and from its loaders. How the Trainer's loop maps onto perfkit's stage ti
   fetches a whole gradient-accumulation cycle of batches before its first micro-batch
   (``get_batch_samples``): those waits are the data wait, and each *micro-batch* is a step
   (``on_step_begin`` / ``on_substep_end`` / ``on_step_end``), its forward and backward, with the
-  optimizer's step inside the cycle's last one. The optimizer's steps are timed apart
-  (``perf/train/optimizer_steps``, ``perf/train/optimizer_step_ms_*``), so with
-  ``gradient_accumulation_steps=4`` they are a quarter of the steps.
+  optimizer's step inside the cycle's last one. Each step's parts (forward, backward, the
+  optimizer step, zero_grad, the rest) come from torch itself (``perfkit.torch.time_step_parts``);
+  the optimizer's steps are counted apart (``perf/train/optimizer_steps``,
+  ``perf/train/optimizer_step_ms_*``), so with ``gradient_accumulation_steps=4`` they are a
+  quarter of the steps.
 * **val**: each ``evaluate()``, inside training or not, from the Trainer building its loader
   (``get_eval_dataloader``) to ``on_evaluate``; each batch is a step. Run inside a training
   epoch, it pauses training's clock.
@@ -37,7 +39,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 import perfkit
 import perfkit.torch
 from perfkit.monitor import Host, Options, Session, console_logger, say_through
-from perfkit.names import RUN_DIR_NAME, optimizer_series
+from perfkit.names import RUN_DIR_NAME
 from perfkit.sinks import Sink
 from perfkit.stages import StageWindow, batch_size
 
@@ -132,7 +134,6 @@ class PerfkitCallback(TrainerCallback):
         self.registry = self.options.registry or perfkit.get_registry()
         self.session: Session | None = None
         """The run's session, from when the Trainer is reached."""
-        self._optimizer_t0: int | None = None
         self._trainer: Any = None
         self._undo: list[Any] = []
         self._epochs: dict[str, int] = {}
@@ -260,18 +261,6 @@ class PerfkitCallback(TrainerCallback):
     ) -> None:
         self._step_end()  # a micro-batch ended; the next begins at once
         self._step_begin()
-
-    def on_pre_optimizer_step(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
-    ) -> None:
-        self._optimizer_t0 = self.registry.clock()
-
-    def on_optimizer_step(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
-    ) -> None:
-        if self._optimizer_t0 is not None and self.session is not None:
-            t0, self._optimizer_t0 = self._optimizer_t0, None
-            self.session.recorder.record("train", optimizer_series("train"), t0, self.registry.clock())
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any

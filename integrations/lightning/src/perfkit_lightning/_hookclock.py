@@ -3,9 +3,11 @@
 Lightning wraps every hook it runs in ``trainer.profiler.profile(name)``:
 ``[Callback]KEY.on_train_batch_end`` for each callback, ``run_training_batch`` around a
 training step (forward, backward, optimizer), ``[Strategy]NAME.validation_step`` around an
-evaluation step. Wrapping ``trainer.profiler`` (the user's profiler still gets every call)
-gives perfkit each callback's time and each step's own compute, whatever order the
-callbacks are listed in: a callback before or after the monitor is timed the same way, and
+evaluation step; inside a training step ``[Strategy]NAME.training_step``, ``...backward``,
+``[LightningModule]NAME.optimizer_step`` (around the closure that runs the other two) and
+``...optimizer_zero_grad`` delimit the step's parts. Wrapping ``trainer.profiler`` (the user's
+profiler still gets every call) gives perfkit each callback's time and each step's own compute,
+whatever order the callbacks are listed in: a callback before or after the monitor is timed the same way, and
 a callback's hook inside a step (``on_before_backward``) is taken out of the step.
 
 The model's own hooks (``[LightningModule]NAME.on_train_epoch_end``, those its class defines)
@@ -32,7 +34,17 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.profilers import PassThroughProfiler, Profiler
 
-from perfkit.names import CHECKPOINT_HOOK, HOOK, LOGGER, MODULE_HOOK
+from perfkit.names import (
+    BACKWARD,
+    CHECKPOINT_HOOK,
+    FORWARD,
+    HOOK,
+    LOGGER,
+    MODULE_HOOK,
+    OPTIMIZER,
+    REST,
+    ZERO_GRAD,
+)
 from perfkit.stages import StageRecorder
 
 from ._lightning import overrides
@@ -41,6 +53,18 @@ PERFKIT = "perfkit"
 """The owner name of perfkit's own callbacks' hook time."""
 
 _STEP_ACTIONS = {"validation_step": "val", "test_step": "test", "predict_step": "predict"}
+PART = "part"
+_PART_ACTIONS = {
+    "[Strategy].training_step": FORWARD,  # inside the closure: the forward pass and the loss
+    "[Strategy].backward": BACKWARD,
+    "[LightningModule].optimizer_step": OPTIMIZER,  # around the closure: its own time is the optimizer's
+    "[LightningModule].optimizer_zero_grad": ZERO_GRAD,
+    "[LightningModule].configure_gradient_clipping": REST,  # inside optimizer_step, not the optimizer
+}
+"""Lightning's actions inside a training step that are its parts (``perfkit.stages.StepParts``),
+by ``[KIND].hook``: with automatic optimization every part is one of these; with manual
+optimization ``training_step`` holds the user's backward and optimizer step, which torch's own
+hooks report (``perfkit.torch.time_step_parts``)."""
 
 
 class _Null:
@@ -71,6 +95,8 @@ class _Span:
         rec = clock.recorder
         if self.kind == "step":
             rec.step_begin(clock.stage_of(self.subject))
+        elif self.kind == PART:
+            rec.part_begin(self.subject)
         else:
             self.recorded = clock.opens(self.kind)
         self.t0 = rec.registry.clock()
@@ -81,6 +107,8 @@ class _Span:
         rec = self.clock.recorder
         if self.kind == "step":
             rec.step_end(self.clock.stage_of(self.subject), failed=exc_type is not None)
+        elif self.kind == PART:
+            rec.part_end(self.subject)
         elif self.recorded:
             self.clock.depth -= 1
             rec.hook(self.subject, self.t0, rec.registry.clock(), failed=exc_type is not None, kind=self.kind)
@@ -192,6 +220,9 @@ class HookClock(Profiler):
     def _classify(self, name: str) -> tuple[str, str] | None:
         if name == "run_training_batch":
             return ("step", "train")
+        part = _PART_ACTIONS.get(f"{name.partition(']')[0]}].{name.rpartition('.')[2]}")
+        if part is not None:
+            return (PART, part)
         if name.startswith("[Strategy]"):
             action = name.rpartition(".")[2]
             return ("step", _STEP_ACTIONS[action]) if action in _STEP_ACTIONS else None
