@@ -14,7 +14,10 @@ Records of a stage epoch:
 ``LOADER.data.wait``        how long each ``next()`` on the loader blocked
 ``LOADER.data.iter``        ``iter()`` on the loader (starting DataLoader workers)
 ``LOADER.data.end``         the loader's last ``next()``, which said it was done (workers shut down)
+``LOADER.data.sampler``     inside a wait, in this process: the sampler (``.make``, ``.receive``,
+                            ``.pin``: ``WAIT_PARTS``)
 ``LOADER.data.fetch``       each batch's time in its DataLoader worker
+``LOADER.data.fetch_cpu``   each batch's CPU time in its worker (a record that long)
 ``LOADER.loop.turn``        ``timed_iter``: one request for an item to the next
 ``STAGE.hook.OWNER``        time in another component's hooks during the stage (a callback)
 ``STAGE.checkpoint.OWNER``  a checkpoint callback's hooks (saving checkpoints): ``callbacks`` too
@@ -67,6 +70,7 @@ WAIT = DATA + ".wait"
 ITER = DATA + ".iter"
 END = DATA + ".end"
 FETCH = DATA + ".fetch"
+FETCH_CPU = DATA + ".fetch_cpu"
 TURN = ".loop.turn"
 STEP = ".step"
 HOOK = ".hook."
@@ -113,10 +117,29 @@ def iter_series(loader: str) -> str:
     return loader + ITER
 
 
+WAIT_PARTS = ("sampler", "make", "receive", "pin")
+"""Where the main process spends a wait for a batch (``wait_part_series``): the sampler, making the
+batch itself (no workers), rebuilding a worker's batch, pinning. The rest of the wait is
+``WORKER_WAIT``: blocked until a worker's batch came."""
+WORKER_WAIT = "worker"
+_WAIT_PART_SUFFIXES = tuple(f"{DATA}.{part}" for part in WAIT_PARTS)
+
+
+def wait_part_series(loader: str, part: str) -> str:
+    """A part of ``loader``'s waits spent in this process (``WAIT_PARTS``), recorded inside them."""
+    return f"{loader}{DATA}.{part}"
+
+
 def end_series(loader: str) -> str:
     """The loader's last ``next()``, which raised ``StopIteration``: where a DataLoader without
     persistent workers shuts them down, while the loop still waits on it."""
     return loader + END
+
+
+def fetch_cpu_series(loader: str) -> str:
+    """Each batch's CPU time in its DataLoader worker: a record as long as that CPU time, from the
+    batch's start (beside ``fetch_series``, its wall time)."""
+    return loader + FETCH_CPU
 
 
 def fetch_series(loader: str) -> str:
@@ -270,9 +293,9 @@ def is_stage_series(name: str) -> bool:
     >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
     [True, True, False]
     """
-    if name == GRAD_WAIT or name.endswith(
-        (STEP, WAIT, ITER, END, FETCH, TURN, LOADER_SETUP, *_PART_SUFFIXES)
-    ):
+    if name == GRAD_WAIT or name.endswith((STEP, WAIT, ITER, END, FETCH, FETCH_CPU, TURN, LOADER_SETUP)):
+        return True
+    if name.endswith(_PART_SUFFIXES) or name.endswith(_WAIT_PART_SUFFIXES):
         return True
     return any(name.startswith(stage + kind) for stage in STAGES for kind in HOOK_KINDS.values())
 

@@ -63,12 +63,15 @@ from ..names import (
     STEP_PART,
     STEP_PARTS,
     SYNC_WAIT,
+    WAIT_PARTS,
+    WORKER_WAIT,
     end_series,
     fetch_series,
     iter_series,
     stage_loaders,
     step_part_series,
     step_series,
+    wait_part_series,
     wait_series,
 )
 
@@ -274,7 +277,7 @@ def _step_parts(snapshot: Snapshot, stage: str, step_s: float) -> dict[str, floa
     return {**measured, REST: max(0.0, step_s - sum(measured.values()))}
 
 
-_LOADER_SUBJECTS = ("data_wait", "stalled_on", "wait_sections")
+_LOADER_SUBJECTS = ("data_wait", "wait_parts", "stalled_on", "wait_sections")
 """The account's subjects that belong to a loader: a stage's are its loaders' summed."""
 
 
@@ -284,6 +287,7 @@ def _loader_account(snapshot: Snapshot, loader: str, wall_s: float) -> Account:
     ended = _total(snapshot, end_series(loader))
     first, first_extra = _first_batches(snapshot, loader)
     subjects = {
+        "wait_parts": wait_parts(snapshot, loader),
         "data_wait": {
             "iter": started,
             "first_batch": first,
@@ -335,6 +339,27 @@ def _steps_by_loader(snapshot: Snapshot, stage: str, loaders: Sequence[str]) -> 
 
 def _hooks(snapshot: Snapshot, prefix: str) -> dict[str, float]:
     return {n[len(prefix) :]: snapshot[n].total_s for n in snapshot if n.startswith(prefix)}
+
+
+def wait_parts(snapshot: Snapshot, loader: str) -> dict[str, float]:
+    """Where the main process spent ``loader``'s waits for batches (``perfkit.names.WAIT_PARTS``:
+    the sampler, making a batch itself, rebuilding a worker's batch, pinning) and ``worker``: the
+    rest, blocked until a worker's batch came. Empty where none of those was timed (a loader that
+    is no torch DataLoader).
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> t0 = reg.clock()
+    >>> reg.record("train.data.wait", t0, t0 + 5_000_000)
+    >>> reg.record("train.data.sampler", t0, t0 + 1_000_000)
+    >>> wait_parts(reg.snapshot(), "train")
+    {'sampler': 0.001, 'worker': 0.004}
+    """
+    out = {p: s for p in WAIT_PARTS if (s := _total(snapshot, wait_part_series(loader, p))) > 0}
+    if not out:
+        return {}
+    out[WORKER_WAIT] = max(0.0, _total(snapshot, wait_series(loader)) - sum(out.values()))
+    return out
 
 
 def wait_sections(snapshot: Snapshot, loader: str) -> dict[str, float]:

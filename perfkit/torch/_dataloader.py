@@ -45,6 +45,7 @@ from .._registry import Registry, current_registry
 from .._state import SWITCH
 from .._warn import WarnOnce
 from ..names import fetch_cpu_gauge
+from ._waits import hook_wait_parts
 from ._workers import Settings, Shipment, ShippingCollate, WorkerInit, deliver
 
 warn = WarnOnce()
@@ -101,7 +102,7 @@ def settings_of(collate: object) -> Settings | None:
 
 def hook_iterators() -> None:
     """Once per process: every DataLoader iterator unwraps Shipments, and times an instrumented
-    loader's waits where it asked to."""
+    loader's waits where it asked to, with the main process's parts of each (``hook_wait_parts``)."""
     base_next = _BaseDataLoaderIter.__dict__["__next__"]
     if hasattr(base_next, _ORIGINAL):
         return
@@ -131,6 +132,7 @@ def hook_iterators() -> None:
 
     setattr(__next__, _ORIGINAL, base_next)
     _BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+    hook_wait_parts()
 
 
 def _facts(it: Any, settings: Settings) -> CpuSplit:

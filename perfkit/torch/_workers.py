@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import torch.utils.data as _data
 from torch.utils.data._utils import pin_memory as _pin_memory
 
+from .._buffer import add_record
 from .._context import NODES, ThreadInfo, get_cell, new_cell
 from .._registry import (
     DEFAULT,
@@ -44,7 +45,7 @@ from .._registry import (
 from .._section import section
 from .._transfer import RecordBatch
 from .._warn import WarnOnce
-from ..names import fetch_series
+from ..names import fetch_cpu_series, fetch_series
 
 T = TypeVar("T")
 _warn = WarnOnce()
@@ -119,11 +120,10 @@ def _hook_fetcher(name: str) -> None:
         )
         return
     original = getattr(create, "__perfkit_original__", create)
-    fetch_name = fetch_series(name)
 
     def create_fetcher(*args: Any, **kwargs: Any) -> Any:
         fetcher = original(*args, **kwargs)
-        fetcher.fetch = _ShippingFetch(fetcher.fetch, fetch_name)
+        fetcher.fetch = _ShippingFetch(fetcher.fetch, name)
         return fetcher
 
     create_fetcher.__perfkit_original__ = original  # type: ignore[attr-defined]
@@ -134,21 +134,32 @@ _IN_FETCH = [False]  # a worker process runs one fetch at a time
 
 
 class _ShippingFetch:
-    """A worker's fetch of one batch, timed, returned with the records made since the last one."""
+    """A worker's fetch of one batch, timed, returned with the records made since the last one.
+
+    Beside its wall time (``LOADER.data.fetch``) the batch's CPU time is a record of its own
+    (``LOADER.data.fetch_cpu``, as long as the CPU time, from the fetch's start): per worker and
+    per batch, a worker computing (CPU near wall), waiting on I/O (CPU far below), or slower
+    than the others is told apart."""
 
     def __init__(self, fetch: Callable[[Any], Any], name: str) -> None:
         self._fetch = fetch
-        self._section = section(name)
+        self._section = section(fetch_series(name))
+        self._cpu = fetch_cpu_series(name)
 
     def __call__(self, index: Any) -> Shipment:
         _IN_FETCH[0] = True
+        reg = current_registry()
+        t0 = reg.clock()
         cpu = time.process_time_ns()  # a computing batch competes with the model for cores; a sleeping not
         try:
             with self._section:
                 data = self._fetch(index)
         finally:
             _IN_FETCH[0] = False
-        return Shipment(data, collect_records(), (time.process_time_ns() - cpu) / 1e9)
+        cpu_ns = time.process_time_ns() - cpu
+        cell = get_cell(None) or new_cell()
+        add_record(reg, NODES.child(cell[0], self._cpu, overlay=True), t0, t0 + cpu_ns, failed=False)
+        return Shipment(data, collect_records(), cpu_ns / 1e9)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,11 @@ def test_every_record_of_every_epoch_arrives_with_its_epoch(
             "train.loop.turn": 4,
             "train.data.iter": 1,
             "train.data.wait": 4,
+            "train.data.end": 1,  # the last next(), which shut non-persistent workers down
+            "train.data.sampler": 4,  # inside each wait, in this process
+            "train.data.receive": 4,  # a worker's batch rebuilt here
             "train.data.fetch": 4,
+            "train.data.fetch_cpu": 4,
             "getitem": 12,
             "transform": 12,
             "collate": 4,
@@ -79,6 +83,9 @@ def test_without_workers_records_are_made_here() -> None:
         "train.loop.turn": 2,
         "train.data.iter": 1,
         "train.data.wait": 2,
+        "train.data.end": 1,
+        "train.data.sampler": 3,  # its last call said the epoch was done
+        "train.data.make": 2,
         "getitem": 6,
         "transform": 6,
         "collate": 2,
