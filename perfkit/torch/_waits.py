@@ -17,8 +17,8 @@ Each is timed where torch does it, inside the open wait, as a series of the wait
 (``LOADER.data.sampler``, ``.make``, ``.receive``, ``.pin``; overlays: the user's sections still
 nest directly under the wait): the account reads them (``Account.subjects["wait_parts"]``) and
 what the wait spent outside them is the time it waited for a worker. Outside a timed wait (a
-loader perfkit does not time, a worker process) each wrapper is a pass-through. Installed once per process, with the iterator hook; about a
-microsecond a batch (benchmarks/bench_workers.py).
+loader perfkit does not time, a worker process) each wrapper is a pass-through. Installed once
+per process, with the iterator hook; about a microsecond a batch (benchmarks/bench_workers.py).
 """
 
 from __future__ import annotations
