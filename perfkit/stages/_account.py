@@ -344,8 +344,8 @@ def _hooks(snapshot: Snapshot, prefix: str) -> dict[str, float]:
 def wait_parts(snapshot: Snapshot, loader: str) -> dict[str, float]:
     """Where the main process spent ``loader``'s waits for batches (``perfkit.names.WAIT_PARTS``:
     the sampler, making a batch itself, rebuilding a worker's batch, pinning) and ``worker``: the
-    rest, blocked until a worker's batch came. Empty where none of those was timed (a loader that
-    is no torch DataLoader).
+    rest, blocked until a worker's batch came (``other`` where batches were made here: no
+    workers). Empty where none of those was timed (a loader that is no torch DataLoader).
 
     >>> import perfkit
     >>> reg = perfkit.Registry()
@@ -358,7 +358,8 @@ def wait_parts(snapshot: Snapshot, loader: str) -> dict[str, float]:
     out = {p: s for p in WAIT_PARTS if (s := _total(snapshot, wait_part_series(loader, p))) > 0}
     if not out:
         return {}
-    out[WORKER_WAIT] = max(0.0, _total(snapshot, wait_series(loader)) - sum(out.values()))
+    rest = "other" if "make" in out else WORKER_WAIT  # batches made here: no worker was waited for
+    out[rest] = max(0.0, _total(snapshot, wait_series(loader)) - sum(out.values()))
     return out
 
 

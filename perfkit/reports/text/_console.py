@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from ..._snapshot import Snapshot
 from ..._units import format_seconds
 from ...findings import Verdict
-from ...names import CALLBACKS, CHECKPOINT, LOGGERS, MODULE_HOOKS, display_name, is_stage_series, part_label
+from ...names import (
+    CALLBACKS,
+    CHECKPOINT,
+    LOGGERS,
+    MODULE_HOOKS,
+    STEP_PART,
+    display_name,
+    is_stage_series,
+    part_label,
+)
 from ...stages import PARTS, StageWindow, stage_prefix
 
 
@@ -48,7 +57,8 @@ def summary_text(
             "  step     "
             + "  ".join(f"{q} {metrics[f'{p}/step_ms_{q}']:.1f} ms" for q in ("median", "p95", "max"))
         )
-    data = _data_line(metrics, p, window.account.subjects.get("stalled_on", {}))
+    subjects = window.account.subjects
+    data = _data_line(metrics, p, subjects.get("stalled_on", {}), subjects.get("wait_parts", {}))
     if data:
         lines.append("  data     " + data)
     series = series_line(window.snapshot, window.wall_s)
@@ -69,6 +79,17 @@ def summary_text(
     if lost:
         lines.append("  lost     " + lost)
     return "\n".join(lines)
+
+
+WAIT_PART_WORDS = {
+    "sampler": "the sampler",
+    "make": "making batches here",
+    "receive": "rebuilding workers' batches",
+    "pin": "pinning",
+    "worker": "a worker's batch",
+    "other": "other",
+}
+"""How the console names where a wait went (``perfkit.names.WAIT_PARTS`` and ``WORKER_WAIT``)."""
 
 
 def lost_line(snap: Snapshot) -> str:
@@ -101,18 +122,25 @@ def _account_line(window: StageWindow) -> str:
 
 
 def _named(subjects: Mapping[str, Mapping[str, float]], part: str) -> dict[str, float]:
-    """Who spent a part's time, where the account says (callbacks, the model's hooks, loggers)."""
+    """Who spent a part's time, where the account says (callbacks, the model's hooks, loggers, the
+    step's parts)."""
     if part == CALLBACKS:
         return {**subjects.get(CALLBACKS, {}), **subjects.get(CHECKPOINT, {})}
-    return dict(subjects.get(part, {})) if part in (MODULE_HOOKS, LOGGERS) else {}
+    return dict(subjects.get(part, {})) if part in (MODULE_HOOKS, LOGGERS, STEP_PART) else {}
 
 
-def _data_line(metrics: Mapping[str, float], p: str, stalled: Mapping[str, float]) -> str:
+def _data_line(
+    metrics: Mapping[str, float], p: str, stalled: Mapping[str, float], where: Mapping[str, float]
+) -> str:
     parts = []
     if f"{p}/data_wait_fraction" in metrics:
         text = f"waiting {metrics[f'{p}/data_wait_fraction']:.1%} of the epoch"
         if f"{p}/data_wait_ms_mean" in metrics:
             text += f", {metrics[f'{p}/data_wait_ms_mean']:.1f} ms per batch"
+        total = sum(where.values())
+        if total > 0:  # where the main process spent the wait
+            top = sorted(where.items(), key=lambda kv: -kv[1])[:2]
+            text += " (" + ", ".join(f"{WAIT_PART_WORDS.get(n, n)} {s / total:.0%}" for n, s in top) + ")"
         each = sorted(k for k in metrics if k.startswith(f"{p}/loader/") and k.endswith("/data_wait_ms_mean"))
         if each:  # several loaders: each one's own figure, never only their average
             text += " (" + ", ".join(f"loader {k.split('/')[-2]} {metrics[k]:.1f} ms" for k in each) + ")"
