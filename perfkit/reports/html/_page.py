@@ -84,7 +84,8 @@ def render_html(run: RunData, *, link_base: Path) -> str:
     diagnosis = diagnose(run)
     bodies = {
         "findings": _findings(diagnosis, problems),
-        "steps": plot_or(plots.steps_svg(windows), "no step times recorded"),
+        "steps": plot_or(plots.steps_svg(windows), "no step times recorded")
+        + _step_parts(plots.step_parts_svg(windows)),
         "time": _time(windows, plots.time_split_svg(windows), plots.workers_svg(windows))
         + _timeline(plots.timeline_svg(run.intervals)),
         "memory": plot_or(memory, "no memory samples: a perfkit.ResourceSampler records them"),
@@ -190,6 +191,11 @@ def _time(windows: Sequence[RunWindow], split: str | None, workers: str | None) 
         out += none("no sections recorded")
     out += "<h3>Worker time per batch against the main loop</h3>"
     return out + plot_or(workers, "no DataLoader worker records (no workers, or the loader not instrumented)")
+
+
+def _step_parts(svg: str | None) -> str:
+    """The step's parts per stage epoch, where they were timed (a training loop over torch)."""
+    return "" if svg is None else "<h3>The step's parts: forward, backward, optimizer</h3>" + svg
 
 
 def _timeline(svg: str | None) -> str:

@@ -137,6 +137,48 @@ def time_split_svg(windows: Sequence[RunWindow]) -> str | None:
         return to_svg(fig)
 
 
+STEP_PART_COLORS = {
+    "forward": "#1f77b4",
+    "backward": "#17becf",
+    "optimizer": "#bcbd22",
+    "zero_grad": "#7f7f7f",
+    "rest": "#c7c7c7",
+}
+
+
+def step_parts_svg(windows: Sequence[RunWindow]) -> str | None:
+    """Per stage, stacked per epoch: the step's parts (forward, backward, the optimizer step,
+    zero_grad, the rest), as milliseconds per step: which part a slow step spends its time in."""
+    stages = {
+        stage: [w for w in ws if w.window.account.subjects.get("step") and w.metric("steps")]
+        for stage, ws in _by_stage(windows).items()
+    }
+    stages = {stage: ws for stage, ws in stages.items() if ws}
+    if not stages:
+        return None
+    with _style():
+        fig = _figure(max(6.0, 4.2 * len(stages)), 3.4)
+        axes = fig.subplots(1, len(stages), squeeze=False)[0]
+        for ax, (stage, ws) in zip(axes, stages.items(), strict=True):
+            x = np.arange(len(ws))
+            bottom = np.zeros(len(ws))
+            for part, color in STEP_PART_COLORS.items():
+                ms = np.array(
+                    [
+                        1e3 * w.window.account.subjects["step"].get(part, 0.0) / (w.metric("steps") or 1)
+                        for w in ws
+                    ]
+                )
+                ax.bar(x, ms, bottom=bottom, color=color, label=part_label(part))
+                bottom += ms
+            ax.set_xticks(x, [str(w.epoch) for w in ws])
+            ax.set(
+                title=plain(f"{stage_label(stage)}: the step's parts"), ylabel="ms per step", xlabel="epoch"
+            )
+        axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+        return to_svg(fig)
+
+
 def timeline_svg(intervals: Sequence[RunInterval]) -> str | None:
     """The run over time: each interval window's parts as shares of its time, stacked, against the
     global step it ended at (a long epoch's slow shard or a slowing step shows where it began)."""
