@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..._snapshot import Snapshot
-from ...names import display_name, part_label, stage_label, step_series
+from ...names import MEMORY_AVAILABLE, display_name, part_label, stage_label, step_series
 from ...run import RunInterval, RunTrace, RunWindow
 from ...stages import PARTS
 from ...trace import ALL_PARTS
@@ -226,7 +226,9 @@ def workers_svg(windows: Sequence[RunWindow]) -> str | None:
 
 
 def memory_svg(snapshot: Snapshot, windows: Sequence[RunWindow]) -> str | None:
-    """Every memory gauge (``*_mb``) over time, the stage windows shaded behind them."""
+    """Every memory gauge (``*_mb``) over time, the stage windows shaded behind them; the host's
+    available memory on an axis of its own (dashed, right), so a process's few hundred MB are not
+    drawn flat against a host's tens of GB."""
     names = [n for n in snapshot.gauges if n.endswith("_mb")]
     if not names:
         return None
@@ -242,12 +244,22 @@ def memory_svg(snapshot: Snapshot, windows: Sequence[RunWindow]) -> str | None:
             mid = (w.start_ns + w.end_ns - 2 * t0) / 2e9
             label = plain(f"{w.stage} {w.epoch}")
             ax.text(mid, 0.98, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7)
+        host = ax.twinx() if MEMORY_AVAILABLE in names else None
         for n in names:
             g = snapshot.gauge_data(n)
-            ax.plot((g.times_ns - t0) / 1e9, g.values, label=plain(n))
+            if host is not None and n == MEMORY_AVAILABLE:
+                host.plot((g.times_ns - t0) / 1e9, g.values, "--", color="#7f7f7f", label=plain(n))
+            else:
+                ax.plot((g.times_ns - t0) / 1e9, g.values, label=plain(n))
+        if host is not None:
+            top = max(float(np.max(snapshot.gauge_data(MEMORY_AVAILABLE).values)), 1.0)
+            host.set_ylim(0, 1.1 * top)
+            host.ticklabel_format(axis="y", style="plain", useOffset=False)
+            host.set(ylabel="MB available on the host")
         stages = dict.fromkeys(w.stage for w in windows)
         spans = [Patch(color=_color(p), alpha=0.15, label=plain(f"{p} window")) for p in stages]
-        ax.legend(handles=[*ax.get_lines(), *spans], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+        lines = [*ax.get_lines(), *(host.get_lines() if host is not None else [])]
+        ax.legend(handles=[*lines, *spans], loc="upper left", bbox_to_anchor=(1.08, 1), fontsize=7)
         ax.set(xlabel="seconds since the first sample", ylabel="MB", title="memory over time")
         return to_svg(fig)
 
