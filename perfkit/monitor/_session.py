@@ -150,7 +150,13 @@ class Session(StageListener):
     # ---- the run ------------------------------------------------------------------------------
 
     def begin(
-        self, stage: str, epoch: int, *, loader: str | None = None, intervals: Intervals | None = None
+        self,
+        stage: str,
+        epoch: int,
+        *,
+        loader: str | None = None,
+        intervals: Intervals | None = None,
+        guess: str | None = None,
     ) -> None:
         """Open a ``stage`` epoch (``StageRecorder.begin``), cut into intervals by the options' plan
         (or ``intervals``); the first one starts the resource sampler and, where torch is in use,
@@ -161,7 +167,7 @@ class Session(StageListener):
             from ..torch import time_step_parts
 
             self._stop_parts = time_step_parts(self.recorder)
-        self.recorder.begin(stage, epoch, loader=loader, intervals=intervals or self._plan)
+        self.recorder.begin(stage, epoch, loader=loader, intervals=intervals or self._plan, guess=guess)
 
     def end(self, stage: str) -> StageWindow | None:
         """Close the ``stage`` epoch; its window, published, or None when none was open."""

@@ -103,6 +103,7 @@ class _Epoch:
     waited: bool = False
     cuts: Cuts | None = None  # its interval windows, when the recorder cuts them
     hook_nodes: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, kind) -> its node
+    guess: str | None = None  # what the stage was guessed from, where it was
     parts: StepParts = field(default_factory=StepParts)  # the open step's parts
     part_nodes: dict[str, int] = field(default_factory=dict)  # part -> its node
 
@@ -182,12 +183,19 @@ class StageRecorder:
         return self._stack[-1] if self._stack else None
 
     def begin(
-        self, stage: str, epoch: int, *, loader: str | None = None, intervals: Intervals | None = None
+        self,
+        stage: str,
+        epoch: int,
+        *,
+        loader: str | None = None,
+        intervals: Intervals | None = None,
+        guess: str | None = None,
     ) -> None:
         """Open a ``stage`` epoch (doing nothing if one is open); an enclosing stage is paused.
 
         ``loader`` names the loader series when it is not ``stage`` (a sanity check reads ``val``'s);
-        ``intervals`` cuts the epoch into interval windows while it runs (None: never).
+        ``intervals`` cuts the epoch into interval windows while it runs (None: never); ``guess``
+        says what the stage was guessed from, where a driver guessed it (its window carries it).
         """
         if stage in self._open:
             return
@@ -206,6 +214,7 @@ class StageRecorder:
             window=Window(self.registry),
             base=base,
             step_node=NODES.child(base, step_series(stage), overlay=True),
+            guess=guess,
         )
         if intervals is not None:
             self._open[stage].cuts = Cuts(
@@ -423,6 +432,7 @@ class StageRecorder:
             nested_s=state.nested_s,
             reference_s_per_sample=None if state.stage == "train" else self._reference(),
             missing_ranks=done.missing,
+            stage_guess=state.guess,
         )
 
     def _merge(self, mine: RankResult) -> Merged:

@@ -76,7 +76,8 @@ class StageWindow:
     ``reference_s_per_sample`` is training's time per sample, for the other stages' ratio.
     ``scope`` is ``epoch`` for a whole stage epoch, ``interval`` (or ``warmup``) for a piece of
     one still running, whose steps of the epoch are ``steps`` (first, last); an interval is this
-    rank's alone, and carries the ``verdicts`` its monitor judged (provisional).
+    rank's alone, and carries the ``verdicts`` its monitor judged (provisional). ``stage_guess``
+    says, where the stage was guessed rather than told (``perfkit run``), what it was guessed from.
     """
 
     stage: str
@@ -94,6 +95,7 @@ class StageWindow:
     steps: tuple[int, int] | None = None
     verdicts: tuple[Verdict, ...] = ()
     missing_ranks: tuple[int, ...] = ()
+    stage_guess: str | None = None
 
     @property
     def is_interval(self) -> bool:
@@ -129,6 +131,7 @@ class StageWindow:
             "ranks": [{**asdict(r), "account": r.account.to_dict()} for r in self.ranks],
             "slowest": [asdict(s) for s in self.slowest],
             **({"missing_ranks": list(self.missing_ranks)} if self.missing_ranks else {}),
+            **({"stage_guess": self.stage_guess} if self.stage_guess else {}),
             # an epoch's line is as it was before intervals existed
             **(
                 {
@@ -169,6 +172,7 @@ class StageWindow:
             steps=_steps(data.get("steps")),
             verdicts=tuple(Verdict.from_dict(v) for v in data.get("verdicts", ())),
             missing_ranks=tuple(int(r) for r in data.get("missing_ranks", ())),
+            stage_guess=data["stage_guess"] if isinstance(data.get("stage_guess"), str) else None,
         )
 
 

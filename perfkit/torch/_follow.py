@@ -8,15 +8,20 @@ the session and hands it here). From then on, in this process:
   itself (worker start-up) is ``LOADER.data.iter``;
 * each ``next()`` is the **data wait** (``LOADER.data.wait``), and from handing a batch out to
   the next ``next()`` (the loop body) is a **step**, as ``perfkit.window(...).iterate`` has it;
-* the **stage is guessed** at each ``iter()``: ``train`` where autograd is on, ``val`` where it
-  is off (``torch.no_grad()`` or ``inference_mode()`` around the loop, as evaluation loops
-  have it). A loop that turns autograd off only inside its body is taken for training; a
-  test set evaluated under ``no_grad`` is ``val``. A *loader* is named after the stage of its
+* the **stage is decided** at each ``iter()`` by what the script does around the loop: ``val``
+  under ``torch.no_grad()`` or ``inference_mode()``, and where the last ``model.eval()`` /
+  ``model.train()`` call put the model in eval mode (the Hugging Face Trainer's evaluation turns
+  autograd off only inside each step, after ``model.eval()``); ``train`` after ``model.train()``
+  with autograd on. Where nothing says (autograd on, no mode ever set) it is ``train``, and the
+  window says it was a guess (``StageWindow.stage_guess``). A test set evaluated under
+  ``no_grad`` is ``val``. A *loader* is named after the stage of its
   first ``iter()`` (``train``, then ``train2``, ... for further loaders), so two loaders of
   one stage keep their waits apart; a loader iterated while another loader's epoch of the
   same stage is open (``zip(a, b)``) has its waits timed but is no epoch of its own;
 * each loader is instrumented (``instrument``, without ``time_wait``) on its first ``iter()``,
-  so the records made in its workers arrive (``LOADER.data.fetch``);
+  so the records made in its workers arrive (``LOADER.data.fetch``); its settings and the CPU
+  split of its waits and steps are recorded as ``perfkit.window`` records them, so the advice
+  has a worker count and a gain;
 * ``torch.distributed`` collectives called from Python are ``dist.wait`` (``_collectives``).
 
 What is left alone: a loader someone already instrumented (the Lightning and Hugging Face
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 import weakref
 from typing import Any, Protocol
@@ -38,6 +44,7 @@ from torch.utils.data import DataLoader, get_worker_info
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .._iteration import record_iter, record_wait
+from .._loader_facts import CpuSplit, record_settings
 from .._state import SWITCH
 from .._warn import WarnOnce
 from ..stages import StageRecorder, StageWindow
@@ -55,7 +62,9 @@ class LoopDriver(Protocol):
     @property
     def recorder(self) -> StageRecorder: ...
 
-    def begin(self, stage: str, epoch: int, *, loader: str | None = None) -> None: ...
+    def begin(
+        self, stage: str, epoch: int, *, loader: str | None = None, guess: str | None = None
+    ) -> None: ...
 
     def end(self, stage: str) -> StageWindow | None: ...
 
@@ -75,19 +84,81 @@ def follow_loaders(driver: LoopDriver) -> LoopFollower:
     _FOLLOWER.append(follower)
     hook_iterators()  # first: ours is then the outer __next__, and times the wait for a Shipment
     _hook_loaders()
+    _track_model_mode()
     time_collectives(driver.recorder.registry)
     return follower
+
+
+FRAMEWORK_LOOPS = {
+    ("transformers.trainer", "evaluation_loop"): "val",
+    ("transformers.trainer", "prediction_loop"): "val",
+    ("transformers.trainer", "_inner_training_loop"): "train",
+    ("lightning.pytorch.loops.evaluation_loop", "run"): "val",
+    ("lightning.pytorch.loops.prediction_loop", "run"): "predict",
+    ("lightning.pytorch.loops.fit_loop", "run"): "train",
+}
+"""The loops of the frameworks perfkit knows, by (module, function), and the stage a loader iterated
+inside one is (the Hugging Face Trainer turns autograd off only inside each evaluation step, and
+sets no model mode before its next training epoch's loader starts)."""
+FRAMES = 40
+"""How far up the stack ``iter()`` looks for a framework's loop."""
+
+
+def stage_now() -> tuple[str, str | None]:
+    """The stage of a loop starting now, and what it was guessed from where nothing certain said it:
+    a framework's loop around it, autograd off around it, then the model's mode."""
+    frame = sys._getframe(1)
+    for _ in range(FRAMES):
+        if frame is None:
+            break
+        known = FRAMEWORK_LOOPS.get((frame.f_globals.get("__name__", ""), frame.f_code.co_name))
+        if known is not None:
+            return known, None
+        frame = frame.f_back  # type: ignore[assignment]
+    if torch.is_inference_mode_enabled() or not torch.is_grad_enabled():
+        return "val", None
+    if MODEL_MODE[0] is False:
+        return "val", "the model was in eval mode (model.eval()) as the loop began, with autograd on"
+    if MODEL_MODE[0] is None:
+        return "train", "autograd is on around the loop and no model.train() or model.eval() was called"
+    return "train", None
+
+
+MODEL_MODE: list[bool | None] = [None]
+"""The mode the last ``Module.train(mode)`` / ``eval()`` called from outside a module set (None: none yet)."""
+_DEPTH = [0]
+
+
+def _track_model_mode() -> None:
+    """``Module.train`` notes the mode its outermost call sets (it calls itself on every child)."""
+    original = torch.nn.Module.__dict__["train"]
+    if hasattr(original, _ATTR):
+        return
+
+    @functools.wraps(original)
+    def train(self: Any, mode: bool = True) -> Any:
+        _DEPTH[0] += 1
+        try:
+            return original(self, mode)
+        finally:
+            _DEPTH[0] -= 1
+            if _DEPTH[0] == 0:
+                MODEL_MODE[0] = bool(mode)
+
+    setattr(train, _ATTR, original)
+    torch.nn.Module.train = train  # type: ignore[method-assign]
 
 
 class Loop:
     """One iteration of one loader: its stage epoch (unless ``driving`` is False), its open step."""
 
-    __slots__ = ("batch", "done", "driving", "in_step", "name", "session", "stage")
+    __slots__ = ("batch", "cpu", "done", "driving", "in_step", "name", "session", "stage")
 
     def __init__(self, session: LoopFollower, stage: str, name: str, driving: bool) -> None:
         self.session, self.stage, self.name, self.driving = session, stage, name, driving
         self.in_step = self.done = False
         self.batch: Any = None
+        self.cpu = CpuSplit(name)  # what the waits and the steps cost in CPU: the advice's bounds
 
     def next(self, inner: Any, it: Any) -> Any:
         """The loader's next batch: the open step ends, the wait is timed, the next step begins."""
@@ -95,11 +166,13 @@ class Loop:
         if not session.ok or self.done:
             return inner(it)
         session.guard(self.end_step)
+        self.cpu.wait_started(session.registry)
         try:
             batch = record_wait(functools.partial(inner, it), self.name, session.registry)
         except StopIteration:
             session.guard(session.end, self)
             raise
+        self.cpu.wait_ended(session.registry)
         if self.driving:
             session.guard(self.begin_step, batch)
         return batch
@@ -143,18 +216,19 @@ class LoopFollower:
         previous = self.current.get(loader)
         if previous is not None:
             self.end(previous)
-        stage = "train" if torch.is_grad_enabled() else "val"
+        stage, guess = stage_now()
         loop = Loop(self, stage, name, driving=not self.recorder.is_open(stage))
         if loop.driving:
             epoch = self.epochs.get(stage, 0)
             self.epochs[stage] = epoch + 1
-            self.driver.begin(stage, epoch, loader=name)
+            self.driver.begin(stage, epoch, loader=name, guess=guess)
+        record_settings(self.registry, name, loader)  # in the window: what the advice is bounded by
         self.current[loader] = loop
         self.loops.append(loop)
         return loop
 
     def _name(self, loader: Any) -> str:
-        base = "train" if torch.is_grad_enabled() else "val"
+        base = stage_now()[0]
         taken = set(self.names.values())
         name, n = base, 1
         while name in taken:  # train, train2, train3, ...
