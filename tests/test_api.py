@@ -74,8 +74,10 @@ def test_perfkit_torch_exports_no_implementation_types() -> None:
     import perfkit.torch
 
     names = [
+        "FlopCount",
         "ProfilerWindows",
         "TorchRanks",
+        "count_flops",
         "follow_loaders",
         "gather_ranks",
         "instrument",

@@ -19,10 +19,12 @@ every DataLoader iteration of the process with no code changed (what ``perfkit r
 ``time_gradient_sync`` times each rank's wait for DDP's gradient all-reduce, so a rank whose
 compute is slow is told from the ranks that wait for it (call it once on the DDP model).
 ``trial`` times a DataLoader alone at each worker count and picks the smallest setting that
-keeps up.
+keeps up. ``count_flops`` counts a real step's FLOPs once (``FlopCounterMode``), split by the
+dtype each matmul ran in: MFU's numerator (``perfkit.resources.mfu``).
 """
 
 from ._ddp import TorchRanks, world_size
+from ._flops import FlopCount, count_flops
 from ._follow import follow_loaders
 from ._gradsync import time_gradient_sync
 from ._instrument import instrument
@@ -33,8 +35,10 @@ gather_ranks = TorchRanks()
 """The merge of a distributed job's ranks (a ``perfkit.stages.Ranks`` transport; see ``TorchRanks``)."""
 
 __all__ = [
+    "FlopCount",
     "ProfilerWindows",
     "TorchRanks",
+    "count_flops",
     "follow_loaders",
     "gather_ranks",
     "instrument",
