@@ -49,14 +49,14 @@ def batch_bytes(batch: Any) -> tuple[int, int]:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, torch.Tensor):
-            if item.device.type == "cpu":
-                n = item.numel() * item.element_size()
+            if item.is_cpu:
+                n = item.nbytes
                 total += n
                 if n and item.is_pinned():
                     pinned += n
         elif depth >= _MAX_DEPTH or isinstance(item, (str, bytes)):
             continue
-        elif isinstance(item, Mapping):
+        elif isinstance(item, (dict, Mapping)):  # a dict first: ABCs' check is slow
             stack += [(v, depth + 1) for v in item.values()]
         elif isinstance(item, (list, tuple)):
             stack += [(v, depth + 1) for v in item]

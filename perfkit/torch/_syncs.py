@@ -98,7 +98,7 @@ class SyncWatch:
         self._filter: Any = None
         self._showwarning: Any = None
         self._mode: Any = None
-        self._sites: dict[str, str] = {}
+        self._files: dict[str, str] = {}  # file name -> how a site names it ("": skipped)
 
     def start(self) -> bool:
         """Start watching; False (with ``reason``) where there is nothing to watch or another watch runs."""
@@ -214,26 +214,30 @@ class SyncWatch:
 
     def _site(self, frame: FrameType | None) -> str:
         """``file:line`` of the first frame outside torch, perfkit and the warnings machinery."""
-        torch_dir = os.path.dirname(getattr(self._torch, "__file__", None) or _PERFKIT)
-        skip = (_PERFKIT + os.sep, torch_dir + os.sep)  # not torchvision, torchmetrics: their own code
         while frame is not None:
             filename = frame.f_code.co_filename
-            if not filename.startswith(skip) and os.path.basename(filename) not in _WARNINGS:
-                return f"{self._short(filename)}:{frame.f_lineno}"
+            short = self._files.get(filename)
+            if short is None:
+                short = self._files[filename] = (
+                    self._short(filename) if len(self._files) < 10_000 else filename
+                )
+            if short:
+                return f"{short}:{frame.f_lineno}"
             frame = frame.f_back
         return "unknown"
 
     def _short(self, filename: str) -> str:
-        short = self._sites.get(filename)
-        if short is None:
-            try:
-                rel = os.path.relpath(filename)
-            except ValueError:  # another drive (Windows)
-                rel = filename
-            short = filename if rel.startswith("..") else rel
-            if len(self._sites) < 10_000:
-                self._sites[filename] = short
-        return short
+        """How a site names ``filename``: relative to the working directory when under it; "" for a
+        file of torch, perfkit or the warnings machinery, whose frames are skipped."""
+        torch_dir = os.path.dirname(getattr(self._torch, "__file__", None) or _PERFKIT)
+        skip = (_PERFKIT + os.sep, torch_dir + os.sep)  # not torchvision, torchmetrics: their own code
+        if filename.startswith(skip) or os.path.basename(filename) in _WARNINGS:
+            return ""
+        try:
+            rel = os.path.relpath(filename)
+        except ValueError:  # another drive (Windows)
+            return filename
+        return filename if rel.startswith("..") else rel
 
 
 def watch_syncs(registry: Registry | None = None) -> SyncWatch:
