@@ -65,7 +65,7 @@ def test_a_masked_index_is_counted_untimed_and_cpu_calls_not_at_all() -> None:
     with perfkit.torch.watch_syncs(reg):
         line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
         x[x > 0]
-        torch.ones(3).item()  # a CPU tensor: no sync
+        torch.ones(1).item()  # a CPU tensor: no sync
         x.to("cuda")  # already there: no sync
     sites = stall_sites(reg.snapshot())
     assert [(s.site, s.timed) for s in sites] == [(f"{HERE}:{line}", False)]
