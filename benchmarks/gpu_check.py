@@ -46,12 +46,12 @@ BUDGET_S = 200.0
 
 def nvml_vs_torch(ctx: Ctx) -> Result:
     """NVML's memory and utilisation against torch.cuda's and the check's own events."""
-    from perfkit._warn import WarnOnce
     from perfkit.resources import NvmlSource, SourceUnavailable
 
     if not ctx.cuda:
         return Result("skipped: no CUDA", "skipped: no CUDA")
     source = NvmlSource()
+    warn: Any = lambda key, message: print(message, file=sys.stderr) or True  # noqa: E731  # what a WarnOnce does
     try:
         source.open()
     except SourceUnavailable as exc:
@@ -60,7 +60,7 @@ def nvml_vs_torch(ctx: Ctx) -> Result:
         index = torch.cuda.current_device()
         block = torch.empty(2 * 2**30, dtype=torch.uint8, device=ctx.device)
         torch.cuda.synchronize()
-        mem = source.sample(WarnOnce())
+        mem = source.sample(warn)
         reserved = torch.cuda.memory_reserved() / 2**20
         a = torch.randn(ctx.big, ctx.big, device=ctx.device, dtype=ctx.dtype)
         s, e = ctx.event(), ctx.event()
@@ -72,7 +72,7 @@ def nvml_vs_torch(ctx: Ctx) -> Result:
             for _ in range(20):
                 a @ a
             torch.cuda.synchronize()
-            utils.append(source.sample(WarnOnce()).get(f"gpu{index}.util_percent", float("nan")))
+            utils.append(source.sample(warn).get(f"gpu{index}.util_percent", float("nan")))
             with contextlib.suppress(Exception):  # torch.cuda.utilization needs pynvml or amdsmi
                 torch_utils.append(float(torch.cuda.utilization()))
         e.record()
@@ -140,7 +140,7 @@ def event_cost(ctx: Ctx) -> Result:
 
 def watch_cost(ctx: Ctx) -> Result:
     """``.item()`` of a tiny device tensor with the sync watch on against off: the per-sync cost."""
-    from perfkit._device_facts import stall_sites
+    from perfkit.resources import stall_sites
 
     t = torch.ones(1, device=ctx.device)
     n = 2000

@@ -18,8 +18,7 @@ import torch
 
 import perfkit
 import perfkit.torch
-from perfkit._device_facts import copies, copy_advice, stall_sites
-from perfkit.resources import device_peak, mixed_peak, step_mfu
+from perfkit.resources import copy_advice, copy_stats, device_peak, mixed_peak, stall_sites, step_mfu
 
 
 @dataclass
@@ -236,7 +235,7 @@ def unpinned_copy(ctx: Ctx) -> Result:
         (x[: 256 * 256].view(256, 256) @ w).sum()
 
     window = run_window(ctx, reg, [host] * 20, step)
-    found = copies(window.snapshot)
+    found = copy_stats(window.snapshot)
     pinned_host = pinned_stream = None
     if ctx.cuda:  # the truth of the advice: the same copy, pinned and non-blocking
         pinned = host.pin_memory()

@@ -68,7 +68,7 @@ class Copies:
         return self.pinned_bytes / self.bytes if self.bytes else 0.0
 
 
-def copies(snapshot: Snapshot) -> Copies | None:
+def copy_stats(snapshot: Snapshot) -> Copies | None:
     """The window's copies, or None where none was timed."""
     if H2D_COPY not in snapshot:
         return None

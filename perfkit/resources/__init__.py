@@ -8,8 +8,12 @@ Each source is optional and skipped, with the reason, where it cannot run.
 The device's FLOPs are here too: ``device_peak`` (a dense peak by device name and dtype, from
 NVIDIA's datasheets, or abstaining with the reason), ``mixed_peak`` (the peak of a step whose
 matmuls run in several dtypes) and ``mfu`` / ``step_mfu`` (the model's FLOP/s against that peak).
+What the device's timers left in a window is read back here too, for any window and without
+torch: ``stall_sites`` (``perfkit.torch.watch_syncs``'s synchronizations by call site),
+``copy_stats`` and ``copy_advice`` (``perfkit.torch.time_copy``'s copies, and what pinning gains).
 """
 
+from .._device_facts import Copies, CopyAdvice, StallSite, copy_advice, copy_stats, stall_sites
 from .._mfu import Mfu, mfu, mixed_peak, step_mfu
 from .._peaks import PEAKS, DevicePeak, Peak, device_peak
 from ._lease import lease, release
@@ -19,6 +23,8 @@ from ._sources import NvmlSource, ProcessSource, Source, SourceUnavailable, Torc
 __all__ = [
     "MAX_INTERVAL_S",
     "PEAKS",
+    "Copies",
+    "CopyAdvice",
     "DevicePeak",
     "Mfu",
     "NvmlSource",
@@ -27,12 +33,16 @@ __all__ = [
     "ResourceSampler",
     "Source",
     "SourceUnavailable",
+    "StallSite",
     "TorchCudaSource",
+    "copy_advice",
+    "copy_stats",
     "default_sources",
     "device_peak",
     "lease",
     "mfu",
     "mixed_peak",
     "release",
+    "stall_sites",
     "step_mfu",
 ]

@@ -11,7 +11,7 @@ What a verdict needs to say "pin_memory=True, non_blocking=True" with a gain is 
 records ``h2d.copy`` (host time), on CUDA ``h2d.copy.gpu`` (CUDA events on the current stream
 around the block, resolved later, never by a synchronize here), and the gauges ``h2d.bytes`` and
 ``h2d.pinned_bytes`` (the batch's CPU tensors, and those of them in pinned memory).
-``perfkit._device_facts.copies`` reads a window's back; ``copy_advice`` turns them into the change
+``perfkit.resources.copy_stats`` reads a window's back; ``copy_advice`` turns them into the change
 and its gain, given the pinned bandwidth ``pinned_bandwidth`` measures once on this machine.
 Lightning's ``transfer_batch_to_device`` is one such block: wrap it in ``time_copy``.
 """

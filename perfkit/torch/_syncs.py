@@ -35,7 +35,7 @@ machinery and one record. Nothing is wrapped, and no mode is set, without CUDA. 
 process-wide (one at a time); ``stop()`` (or leaving the ``with``) puts back the methods, the
 filter, ``showwarning`` and the debug mode it found. The records go to the open section of the
 registry current when they are made (``registry=`` for another), so a stage epoch's window holds
-its own stalls; ``perfkit._device_facts.stall_sites`` reads them back.
+its own stalls; ``perfkit.resources.stall_sites`` reads them back.
 """
 
 from __future__ import annotations

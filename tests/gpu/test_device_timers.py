@@ -16,8 +16,7 @@ import pytest
 
 import perfkit
 import perfkit.torch
-from perfkit._device_facts import copies, stall_sites
-from perfkit.resources import device_peak
+from perfkit.resources import copy_stats, device_peak, stall_sites
 
 torch = pytest.importorskip("torch")
 pytestmark = [
@@ -111,7 +110,7 @@ def test_a_pinned_copy_is_counted_pinned_and_timed_on_the_stream() -> None:
         pinned.to("cuda", non_blocking=True)
     with perfkit.torch.time_copy(pageable, registry=reg):
         pageable.to("cuda")
-    found = copies(reg.snapshot())
+    found = copy_stats(reg.snapshot())
     assert found is not None
     assert found.count == 2
     assert found.pinned_fraction == pytest.approx(0.5)

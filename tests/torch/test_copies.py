@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import perfkit  # noqa: E402
 import perfkit.torch  # noqa: E402
-from perfkit._device_facts import Copies, copies, copy_advice  # noqa: E402
+from perfkit.resources import Copies, copy_advice, copy_stats  # noqa: E402
 
 
 class Stream:
@@ -62,7 +62,7 @@ def test_a_copy_records_host_time_stream_time_and_bytes() -> None:
         with perfkit.torch.time_copy(batch, registry=reg):
             pass
     snap = reg.snapshot()
-    found = copies(snap)
+    found = copy_stats(snap)
     assert found is not None
     assert found.count == 4
     assert found.gpu_s == pytest.approx(4 * 0.0035)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 import perfkit
-from perfkit._device_facts import stall_sites
+from perfkit.resources import stall_sites
 from perfkit.torch._syncs import SyncWatch
 from tests.torch import fake_cuda
 from tests.torch.fake_cuda import WAIT_NS, Tensor
