@@ -12,7 +12,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.perfkit-installed
 
-.PHONY: test lint typecheck unit demo bench clean
+.PHONY: test lint typecheck unit demo bench gpu-check clean
 
 $(STAMP): pyproject.toml setup.py perfkit/_speedups.c integrations/lightning/pyproject.toml integrations/huggingface/pyproject.toml examples/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,14 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py --both
+
+# On a GPU machine, from a checkout (no .venv, no install: torch, numpy, psutil, nvidia-ml-py and
+# pytest importable by $(PYTHON)): the planted scenarios, then tests/gpu, as one table. The table
+# goes to $$GPU_CHECK_OUT, else $$OUT/gpu_check.md where OUT is set. GPU_CHECK_ARGS="--device cpu"
+# runs the harness on CPU (events stamped by the host clock).
+GPU_CHECK_ARGS ?=
+gpu-check:
+	PYTHONPATH=. PERFKIT_PURE=1 $(PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -60,9 +60,12 @@ def wrap_cuda_function(fn: Callable[..., R], name: str, registry: Registry | Non
     return timed_cuda_call
 
 
-def record_gpu_span(reg: Registry, name: str, t0: int, start: Any, end: Any) -> None:
+def record_gpu_span(
+    reg: Registry, name: str, t0: int, start: Any, end: Any, *, overlay: bool = False
+) -> None:
     """One record of ``name`` from host time ``t0`` lasting the GPU time between two CUDA events
     already recorded (``start``, ``end``): resolved at a later drain, as a ``cuda=True`` section's,
-    so the host never waits for the GPU here."""
+    so the host never waits for the GPU here. ``overlay``: the GPU time of a host span recorded
+    beside it (``NAME.gpu``), left out of the section tree."""
     cell = get_cell(None) or new_cell()
-    reg._gpu.add(NODES.child(cell[0], name), t0, start, end, False)
+    reg._gpu.add(NODES.child(cell[0], name, overlay=overlay), t0, start, end, False)

@@ -31,6 +31,14 @@ Records of a stage epoch:
 ``dist.grad_wait``          one per DDP step: how long the rank waited for its gradient all-reduce
                             past its own backward (``perfkit.torch.time_gradient_sync``); inside
                             ``STAGE.step``, and the account's overlay ``sync_wait``
+``sync.stall.SITE``         the host blocked on the device in a synchronizing call made at ``SITE``
+                            (``file:line``): ``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``
+                            (``perfkit.torch.watch_syncs``)
+``sync.untimed.SITE``       a synchronizing call at ``SITE`` that CUDA's sync debug mode reported
+                            but no timed entry point saw: counted, its duration unknown (0)
+``h2d.copy``                a batch's copy to the device, host time (``perfkit.torch.time_copy``);
+                            ``h2d.copy.gpu`` its time on the stream; gauges ``h2d.bytes`` and
+                            ``h2d.pinned_bytes`` per copy
 ==========================  ===========================================================
 
 A *part* is a piece of a step's (or a stage epoch's) time. Two splits use one set of names:
@@ -95,6 +103,36 @@ GRAD_WAIT = "dist.grad_wait"
 """Each DDP step's wait for its gradient all-reduce past the rank's own backward: from the launch of
 its last bucket to the completion of all of them (``perfkit.torch.time_gradient_sync``). Free of any
 stage: it lands in the stage epoch whose window is open (training), inside its steps."""
+
+SYNC_STALL = "sync.stall."
+"""Prefix of a call site's timed synchronizations: ``sync.stall.train.py:42`` (``stall_series``).
+A *sync stall* is the host blocked on the device; not the DDP ``sync_wait`` overlay."""
+SYNC_UNTIMED = "sync.untimed."
+"""Prefix of a call site's synchronizations seen but not timed (zero-length records: a count)."""
+H2D_COPY = "h2d.copy"
+"""A host-to-device copy of a batch: host time; ``h2d.copy.gpu`` its time on the stream."""
+H2D_BYTES = "h2d.bytes"
+"""Gauge: the bytes of each batch copied to the device."""
+H2D_PINNED_BYTES = "h2d.pinned_bytes"
+"""Gauge: the bytes of each copy that came from pinned (page-locked) host memory."""
+
+
+def stall_series(site: str, *, timed: bool = True) -> str:
+    """The series of the synchronizations made at ``site`` (``file:line``).
+
+    >>> stall_series("train.py:42"), stall_site("sync.untimed.train.py:42")
+    ('sync.stall.train.py:42', ('train.py:42', False))
+    """
+    return (SYNC_STALL if timed else SYNC_UNTIMED) + site
+
+
+def stall_site(series: str) -> tuple[str, bool] | None:
+    """(site, timed) of a ``stall_series`` name, None for another series."""
+    if series.startswith(SYNC_STALL):
+        return series[len(SYNC_STALL) :], True
+    if series.startswith(SYNC_UNTIMED):
+        return series[len(SYNC_UNTIMED) :], False
+    return None
 
 
 def stage_label(stage: str) -> str:

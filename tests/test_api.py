@@ -74,14 +74,22 @@ def test_perfkit_torch_exports_no_implementation_types() -> None:
     import perfkit.torch
 
     names = [
+        "FlopCount",
         "ProfilerWindows",
+        "SyncWatch",
         "TorchRanks",
+        "batch_bytes",
+        "count_flops",
         "follow_loaders",
         "gather_ranks",
         "instrument",
+        "pinned_bandwidth",
+        "time_copy",
         "time_gradient_sync",
         "time_step_parts",
+        "to_device",
         "trial",
+        "watch_syncs",
         "world_size",
     ]
     assert sorted(perfkit.torch.__all__) == names

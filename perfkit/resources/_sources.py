@@ -275,6 +275,12 @@ class TorchCudaSource:
 
     The peak is reset after each reading, so the largest ``peak_allocated_mb`` sample of a window is
     that window's peak, whatever other windows overlap it. Only when torch is already imported.
+
+    Until torch has initialised CUDA in this process (``torch.cuda.is_initialized()``: the first
+    tensor on a device, or any call that needs the driver) a sample is empty: the caching
+    allocator does not exist yet, ``reset_peak_memory_stats`` raises ``RuntimeError('Invalid
+    device argument ...')`` (seen on an H200, torch 2.11), and nothing has been allocated. The
+    sampler's thread must not be the one to initialise CUDA either, so nothing here asks for it.
     """
 
     name = "torch_cuda"
@@ -294,7 +300,10 @@ class TorchCudaSource:
         self._torch = torch
 
     def sample(self, warn: WarnOnce) -> dict[str, float]:
-        cuda, out = self._torch.cuda, {}
+        cuda = self._torch.cuda
+        out: dict[str, float] = {}
+        if not cuda.is_initialized():
+            return out
         for i in self._devices:
             try:
                 out[f"cuda{i}.allocated_mb"] = cuda.memory_allocated(i) / _MB

@@ -21,28 +21,42 @@ every DataLoader iteration of the process with no code changed (what ``perfkit r
 gradient all-reduce, so a rank whose compute is slow is told from the ranks that wait for it
 (call it once on the DDP model).
 ``trial`` times a DataLoader alone at each worker count and picks the smallest setting that
-keeps up.
+keeps up. ``count_flops`` counts a real step's FLOPs once (``FlopCounterMode``), split by the
+dtype each matmul ran in: MFU's numerator (``perfkit.resources.mfu``). ``watch_syncs`` times
+where the host blocks on the device (``loss.item()``, ``.cpu()``), per call site; ``time_copy``
+/ ``to_device`` time a batch's copy to the device, its bytes and whether they were pinned.
 """
 
+from ._copies import batch_bytes, pinned_bandwidth, time_copy, to_device
 from ._ddp import TorchRanks, world_size
+from ._flops import FlopCount, count_flops
 from ._follow import follow_loaders
 from ._gradsync import time_gradient_sync
 from ._instrument import instrument
 from ._parts import time_step_parts
 from ._profiling import ProfilerWindows
+from ._syncs import SyncWatch, watch_syncs
 from ._trial import trial
 
 gather_ranks = TorchRanks()
 """The merge of a distributed job's ranks (a ``perfkit.stages.Ranks`` transport; see ``TorchRanks``)."""
 
 __all__ = [
+    "FlopCount",
     "ProfilerWindows",
+    "SyncWatch",
     "TorchRanks",
+    "batch_bytes",
+    "count_flops",
     "follow_loaders",
     "gather_ranks",
     "instrument",
+    "pinned_bandwidth",
+    "time_copy",
     "time_gradient_sync",
     "time_step_parts",
+    "to_device",
     "trial",
+    "watch_syncs",
     "world_size",
 ]

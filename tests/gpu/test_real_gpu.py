@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import perfkit
+from perfkit._warn import WarnOnce
 
 torch = pytest.importorskip("torch")
 pytestmark = [
@@ -23,10 +24,10 @@ def matmul_loop(n: int = 20, size: int = 4096) -> None:
 
 
 def test_nvml_sees_the_memory_this_process_allocated() -> None:
-    source = perfkit.NvmlSource()
+    source = perfkit.resources.NvmlSource()
     source.open()
     block = torch.empty(1024 * 1024 * 1024, dtype=torch.uint8, device="cuda")  # 1 GiB
-    values = source.sample(perfkit._warn.WarnOnce())
+    values = source.sample(WarnOnce())
     source.close()
     del block
     assert values["gpu0.memory_total_mb"] > 1024

@@ -185,6 +185,7 @@ def test_torch_cuda_source_resets_the_peak_after_each_reading() -> None:
     resets: list[int] = []
     cuda = SimpleNamespace(
         is_available=lambda: True,
+        is_initialized=lambda: True,
         device_count=lambda: 1,
         memory_allocated=lambda i: 200 * MIB,
         memory_reserved=lambda i: 1024 * MIB,
@@ -197,6 +198,54 @@ def test_torch_cuda_source_resets_the_peak_after_each_reading() -> None:
     assert (first["cuda0.peak_allocated_mb"], second["cuda0.peak_allocated_mb"]) == (900.0, 300.0)
     assert first["cuda0.reserved_mb"] == 1024.0
     assert resets == [0, 0]
+
+
+class LazyCuda:
+    """torch.cuda before and after this process's first CUDA tensor: the caching allocator exists
+    only from then on, and ``reset_peak_memory_stats`` before it raises what an H200 raised."""
+
+    def __init__(self) -> None:
+        self.initialized = False
+        self.calls: list[str] = []
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def device_count(self) -> int:
+        return 1
+
+    def memory_allocated(self, i: int) -> int:
+        self.calls.append("memory_allocated")
+        return 64 * MIB if self.initialized else 0
+
+    def memory_reserved(self, i: int) -> int:
+        return 128 * MIB if self.initialized else 0
+
+    def max_memory_allocated(self, i: int) -> int:
+        return 96 * MIB if self.initialized else 0
+
+    def reset_peak_memory_stats(self, i: int) -> None:
+        if not self.initialized:
+            raise RuntimeError("Invalid device argument ")
+        self.calls.append("reset")
+
+
+def test_torch_cuda_source_reads_nothing_before_torch_has_used_cuda() -> None:
+    cuda = LazyCuda()
+    source = TorchCudaSource(SimpleNamespace(cuda=cuda))  # type: ignore[arg-type]
+    source.open()
+    warn = WarnOnce()
+    assert source.sample(warn) == {}
+    assert cuda.calls == []  # no call at all: none of them may initialise CUDA
+    cuda.initialized = True  # the program's first tensor on the device
+    values = source.sample(warn)
+    assert values["cuda0.allocated_mb"] == 64.0
+    assert values["cuda0.peak_allocated_mb"] == 96.0
+    assert cuda.calls == ["memory_allocated", "reset"]
+    assert warn.counts == {}
 
 
 def test_a_machine_without_an_nvidia_driver_says_so_only_at_debug(caplog: pytest.LogCaptureFixture) -> None:
