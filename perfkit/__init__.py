@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from ._accel import hot_path
 from ._api import cursor, reset, snapshot
-from ._chrome import write_chrome_trace
 from ._iteration import timed_iter
 from ._registry import Cursor, Registry, get_registry, use_registry
 from ._section import section
@@ -41,6 +40,9 @@ from .resources import ResourceSampler
 from .stages import intervals_from as _intervals_from
 
 if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
     from torch.utils.data import DataLoader
 
     from .monitor import ScriptWindow
@@ -66,6 +68,23 @@ def report(snapshot: Snapshot | None = None) -> str:
     from .reports import snapshot_text
 
     return snapshot_text(snapshot)
+
+
+def write_chrome_trace(path: str | os.PathLike[str], source: Snapshot | Registry) -> Path:
+    """Write ``source``'s retained records as a Chrome trace (gzip when ``path`` ends in ``.gz``):
+    one row per thread, nested sections as a flame chart in Perfetto or ``chrome://tracing``. The
+    writer is ``perfkit.reports.write_chrome_trace``, loaded on the first call.
+
+    >>> import perfkit, tempfile, os
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.section("load", registry=reg):
+    ...     pass
+    >>> perfkit.write_chrome_trace(os.path.join(tempfile.mkdtemp(), "t.json.gz"), reg).suffix
+    '.gz'
+    """
+    from .reports import write_chrome_trace as write
+
+    return write(path, source)
 
 
 __all__ = [

@@ -79,6 +79,7 @@ def test_perfkit_torch_exports_no_implementation_types() -> None:
         "follow_loaders",
         "gather_ranks",
         "instrument",
+        "load_loader",
         "time_gradient_sync",
         "trial",
         "world_size",

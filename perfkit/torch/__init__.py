@@ -19,7 +19,7 @@ every DataLoader iteration of the process with no code changed (what ``perfkit r
 ``time_gradient_sync`` times each rank's wait for DDP's gradient all-reduce, so a rank whose
 compute is slow is told from the ranks that wait for it (call it once on the DDP model).
 ``trial`` times a DataLoader alone at each worker count and picks the smallest setting that
-keeps up.
+keeps up; ``load_loader`` imports the loader a user's factory makes (``perfkit trial MODULE:FACTORY``).
 """
 
 from ._ddp import TorchRanks, world_size
@@ -28,6 +28,7 @@ from ._gradsync import time_gradient_sync
 from ._instrument import instrument
 from ._profiling import ProfilerWindows
 from ._trial import trial
+from ._trial_loaders import load_loader
 
 gather_ranks = TorchRanks()
 """The merge of a distributed job's ranks (a ``perfkit.stages.Ranks`` transport; see ``TorchRanks``)."""
@@ -38,6 +39,7 @@ __all__ = [
     "follow_loaders",
     "gather_ranks",
     "instrument",
+    "load_loader",
     "time_gradient_sync",
     "trial",
     "world_size",
