@@ -14,10 +14,11 @@
 Records go to a bounded, thread-safe registry; snapshots give count, total, mean, median,
 p95, p99, std, min and max per series over any window. What a first hour needs is here;
 the rest lives in subpackages with their own ``__all__``: ``perfkit.stages`` (stage epochs
-and their account), ``perfkit.run`` (script windows, the run directory), ``perfkit.sinks``,
+and their account), ``perfkit.run`` (the run directory), ``perfkit.sinks``,
 ``perfkit.resources``, ``perfkit.findings``, ``perfkit.trace`` (profiler traces),
-``perfkit.reports`` (every renderer: text and HTML), ``perfkit.torch`` (DataLoader workers,
-profiler windows), and ``perfkit.names`` (the names of every series and mark).
+``perfkit.reports`` (every renderer: text, HTML, Chrome traces), ``perfkit.torch`` (DataLoader
+workers, profiler windows), and ``perfkit.names`` (the names of every series and mark, and the
+glossary of the words in public names).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..names import display_name
+from .._display import display_name
 
 _JOB: tuple[int, str] | None = None
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..names import display_name
+from .._display import display_name
 from ._jobs import job_of
 from ._layout import WINDOWS_FILE
 

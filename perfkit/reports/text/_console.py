@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..._display import display_name
 from ..._snapshot import Snapshot
 from ..._units import format_seconds
 from ...findings import Verdict
-from ...names import CALLBACKS, CHECKPOINT, LOGGERS, MODULE_HOOKS, display_name, is_stage_series, part_label
+from ...names import CALLBACKS, CHECKPOINT, LOGGERS, MODULE_HOOKS, is_stage_series, part_label
 from ...stages import PARTS, StageWindow, stage_prefix
 
 
