@@ -14,10 +14,11 @@
 Records go to a bounded, thread-safe registry; snapshots give count, total, mean, median,
 p95, p99, std, min and max per series over any window. What a first hour needs is here;
 the rest lives in subpackages with their own ``__all__``: ``perfkit.stages`` (stage epochs
-and their account), ``perfkit.run`` (script windows, the run directory), ``perfkit.sinks``,
+and their account), ``perfkit.run`` (the run directory), ``perfkit.sinks``,
 ``perfkit.resources``, ``perfkit.findings``, ``perfkit.trace`` (profiler traces),
-``perfkit.reports`` (every renderer: text and HTML), ``perfkit.torch`` (DataLoader workers,
-profiler windows), and ``perfkit.names`` (the names of every series and mark).
+``perfkit.reports`` (every renderer: text, HTML, Chrome traces), ``perfkit.torch`` (DataLoader
+workers, profiler windows), and ``perfkit.names`` (the names of every series and mark, and the
+glossary of the words in public names).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from ._accel import hot_path
 from ._api import cursor, reset, snapshot
-from ._chrome import write_chrome_trace
 from ._iteration import timed_iter
 from ._registry import Cursor, Registry, get_registry, use_registry
 from ._section import section
@@ -41,6 +41,9 @@ from .resources import ResourceSampler
 from .stages import intervals_from as _intervals_from
 
 if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
     from torch.utils.data import DataLoader
 
     from .monitor import ScriptWindow
@@ -66,6 +69,23 @@ def report(snapshot: Snapshot | None = None) -> str:
     from .reports import snapshot_text
 
     return snapshot_text(snapshot)
+
+
+def write_chrome_trace(path: str | os.PathLike[str], source: Snapshot | Registry) -> Path:
+    """Write ``source``'s retained records as a Chrome trace (gzip when ``path`` ends in ``.gz``):
+    one row per thread, nested sections as a flame chart in Perfetto or ``chrome://tracing``. The
+    writer is ``perfkit.reports.write_chrome_trace``, loaded on the first call.
+
+    >>> import perfkit, tempfile, os
+    >>> reg = perfkit.Registry()
+    >>> with perfkit.section("load", registry=reg):
+    ...     pass
+    >>> perfkit.write_chrome_trace(os.path.join(tempfile.mkdtemp(), "t.json.gz"), reg).suffix
+    '.gz'
+    """
+    from .reports import write_chrome_trace as write
+
+    return write(path, source)
 
 
 __all__ = [

@@ -19,20 +19,15 @@ input ends with one line on stderr and exit code 2, never a traceback. Exit code
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
+from typing import TextIO, TypeAlias
 
 from .names import RUN_DIR_NAME
-
-if TYPE_CHECKING:
-    from torch.utils.data import DataLoader
-
-    from .run import RunData
+from .run import WINDOWS_FILE, locate_run, readable_run
 
 # The type of the object ``add_subparsers()`` returns; each ``_add_<name>`` receives it.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -235,13 +230,13 @@ def _run(args: argparse.Namespace) -> int:
         print("perfkit: error: run needs a command: perfkit run -- python train.py ARGS", file=sys.stderr)
         return 2
     run_dir = Path(args.run_dir)
-    before = _size(run_dir / "windows.jsonl")
+    before = _size(run_dir / WINDOWS_FILE)
     try:
         code = launch(command, run_dir)
     except LaunchError as exc:
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return exc.code
-    if _size(run_dir / "windows.jsonl") == before:
+    if _size(run_dir / WINDOWS_FILE) == before:
         said = f"perfkit run: no DataLoader was iterated: nothing timed, {run_dir} not written"
     else:
         said = _verdicts(run_dir)
@@ -267,49 +262,12 @@ def _add_trial(subparsers: Subparsers) -> None:
 
 def _trial(args: argparse.Namespace) -> int:
     from .reports import trial_text
-    from .torch import trial
+    from .torch import load_loader, trial
 
     loader = load_loader(args.factory, args.loader)
     result = trial(loader, name=args.loader, need_batches_per_s=args.need, budget_s=args.budget_s)
     print(_json(result.to_dict()) if args.json else trial_text(result))
     return 0
-
-
-def load_loader(spec: str, which: str = "train") -> DataLoader[Any]:
-    """The DataLoader ``MODULE:FACTORY`` names: what the callable returns, or a Lightning datamodule's
-    (a class is made with no arguments; ``setup("fit")``, then ``train_dataloader()`` or, with
-    ``which="val"``, ``val_dataloader()``). Anything else is a ``ValueError`` in one line.
-
-    >>> load_loader("no_such_module:make")
-    Traceback (most recent call last):
-    ...
-    ValueError: cannot import no_such_module (from no_such_module:make): No module named 'no_such_module'
-    """
-    from torch.utils.data import DataLoader
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"the loader must be given as MODULE:FACTORY (mypkg.data:make_loader), got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as ``python -m``: the working folder's modules import
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import {module_name} (from {spec}): {exc}") from None
-    try:
-        if isinstance(obj, type) or not hasattr(obj, "train_dataloader"):
-            obj = obj() if callable(obj) and not isinstance(obj, DataLoader) else obj
-        if hasattr(obj, "train_dataloader"):  # a datamodule
-            obj.setup("fit")
-            obj = obj.val_dataloader() if which == "val" else obj.train_dataloader()
-    except Exception as exc:  # the user's code failed: one line, not a traceback of it
-        raise ValueError(f"{spec} failed: {type(exc).__name__}: {exc}") from None
-    if not isinstance(obj, DataLoader):
-        raise ValueError(f"{spec} gave a {type(obj).__name__}, not a torch DataLoader (nor a datamodule)")
-    loader: DataLoader[Any] = obj
-    return loader
 
 
 def _verdicts(run_dir: Path) -> str:
@@ -328,48 +286,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return -1
-
-
-def readable_run(path: str, *, job: str | None = None) -> RunData:
-    """The run directory at ``path`` (see ``find_run_dir``), refused (``ValueError``) when the reader
-    found problems and not one window it could read: that is a broken run, not an empty one.
-    ``job``: which of the jobs that wrote it (default the newest; see ``read_run``)."""
-    from .run import read_run
-
-    run = read_run(find_run_dir(path), job=job)
-    if not run.windows and run.problems:
-        raise ValueError(f"no window of {path} could be read: {run.problems[0]}")
-    return run
-
-
-def find_run_dir(path: str) -> Path:
-    """The run directory ``path`` names (see ``locate_run``).
-
-    >>> find_run_dir("no/such/dir")
-    PosixPath('no/such/dir')
-    """
-    return locate_run(path)[0]
-
-
-def locate_run(path: str) -> tuple[Path, list[Path]]:
-    """The run directory ``path`` names, and the other runs found with it, newest first.
-
-    ``path`` itself, or its ``perfkit-run/`` folder (a logger's version directory, a Trainer's
-    output directory); else, for a folder above runs (``lightning_logs/``, Hydra's ``outputs/``),
-    the newest run directory below it (``perfkit.run.find_runs``).
-    """
-    given = Path(path)
-    if (given / "windows.jsonl").exists():
-        return given, []
-    if (given / RUN_DIR_NAME / "windows.jsonl").exists():
-        return given / RUN_DIR_NAME, []
-    if given.is_dir():
-        from .run import find_runs
-
-        runs = find_runs(given)
-        if runs:
-            return runs[0], runs[1:]
-    return given, []
 
 
 def _say_others(given: str, others: list[Path], command: str, out: TextIO) -> None:

@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ._context import NODES, OVERFLOW
+from ._dropped import INVALID, NODES_FULL, OVER_CAP, Losses
 from ._ring import I64, Bools, Ring
 from ._validate import TIME_LIMIT, name_prefix
-from ._windows import INVALID, NODES_FULL, OVER_CAP, Losses
 from .names import is_stage_series
 
 Columns = tuple[I64, I64, I64, Bools]

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._dropped import INVALID, Losses
 from ._ring import I64, Bools
 from ._transfer import RecordBatch, pack, unpack
-from ._windows import INVALID, Losses
 
 OUTBOX_MAX = 256 * 1024
 """Records a forwarding registry (in a DataLoader worker) holds before it drops the newest."""

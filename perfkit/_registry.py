@@ -9,9 +9,10 @@ A ``Registry`` is a small composition, one module per part:
   each series' ring. That keeps the per-record cost to a tuple append, and bounded memory;
 * its mailbox (``_mailbox.py``): records forwarded by, or received from, DataLoader workers;
 * GPU timings not yet resolved (``_gpu_events.py``) and gauges (``_gauges.py``);
-* windows (``_windows.py``): a ``Cursor`` remembers each series' running totals; a snapshot
+* cursors (``_cursor.py``): a ``Cursor`` remembers each series' running totals; a snapshot
   since a cursor takes differences, so a window's count and total are exact even when the ring
-  overwrote some of its samples.
+  overwrote some of its samples;
+* what it dropped (``_dropped.py``: ``Losses``), by reason, for ``Snapshot.dropped``.
 
 The registry owns the lock (drains, cursors and snapshots take it) and the life cycle: ``reset``,
 and after ``fork()`` a child that starts clean. Nothing a caller hands over can poison it:
@@ -35,7 +36,10 @@ from ._accel import configure
 from ._buffer import DRAIN_AT, RegistryCore, take_all
 from ._clock import Clock, monotonic_ns
 from ._context import NODES, get_cell, new_cell
+from ._cursor import Cursor as Cursor
+from ._cursor import ThreadTable, gauge_windows, node_windows, series_windows
 from ._drain import SeriesTable, columns, known
+from ._dropped import INVALID, OVER_CAP, Losses
 from ._gauges import Gauges, check_value
 from ._gpu_events import EventFactory, PendingGpu
 from ._mailbox import OUTBOX_MAX, Mailbox
@@ -43,16 +47,6 @@ from ._ring import I64, Bools
 from ._snapshot import Snapshot
 from ._transfer import RecordBatch
 from ._validate import check_int, check_name, check_time, name_prefix
-from ._windows import (
-    INVALID,
-    OVER_CAP,
-    Losses,
-    ThreadTable,
-    gauge_windows,
-    node_windows,
-    series_windows,
-)
-from ._windows import Cursor as Cursor
 
 MAX_CAPACITY = 10_000_000
 """Largest ``capacity``: a full ring of one series then holds 250 MB."""

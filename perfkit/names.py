@@ -2,7 +2,9 @@
 
 Writers (entry points, loaders, the stage recorder, the profiler tracer) and readers (stage
 metrics, findings, the report, the trace analyser, the Lightning integration) all import
-their names from here, so a name is spelled once.
+their names from here, so a name is spelled once. Two neighbours are re-exported here, where
+they are public: the naming of a stage's several loaders (``loader_name``: ``perfkit._loader_names``)
+and the escaping of a user's names for text (``display_name``: ``perfkit._display``).
 
 A *stage* is one of ``STAGES`` (a loop over a data set: training, validation, test,
 prediction); a *loader* is named after the stage that iterates it (of several in one stage, the
@@ -57,6 +59,124 @@ account part, not a part of its own (the parts still add up to the wall time): `
 the seconds of ``step`` spent waiting for the other ranks in DDP's gradient all-reduce, so
 ``step`` less ``sync_wait`` is the rank's own compute (``ACCOUNT_OVERLAYS``).
 
+The words of perfkit's public names, one meaning each (docs/design.md "Names" lists them with
+the names that use them; any other word in a public name means what it means in English):
+
+================  ==================================================================================
+word              means
+================  ==================================================================================
+record            one timing: the node it was made at (a name inside its parents), its start and its
+                  end, in integer nanoseconds of the registry's clock
+series            the records of one name (a section, ``STAGE.step``, ``LOADER.data.wait``): a
+                  bounded ring of the newest and exact running totals
+section           a named block or function whose calls are timed (``section``, ``@timed``);
+                  sections nest into a tree with self time
+registry          where records go: bounded, thread-safe, one per process unless another is given
+cursor            a point in a registry's records: where a window starts
+window            a span whose records are cut out as one snapshot, and nothing else: the records
+                  since a cursor; a stage epoch's (``StageWindow``, from a script
+                  ``perfkit.window``'s ``ScriptWindow``, in a run directory a ``RunWindow``); an
+                  interval's; a profiler window's traced steps
+snapshot          the records of a window, immutable and mergeable: exact counts and totals,
+                  percentiles from the samples the rings kept, the section tree, gauges
+stats             a series' statistics in a snapshot: count, total, mean, median, p95, p99, std,
+                  min, max
+gauge             a sampled value rather than a duration: memory, CPU seconds, a loader's settings
+sampler           a thread sampling gauges from its sources (the process, NVML, torch.cuda) every
+                  ``interval_s``; one is leased per registry
+hot path          the code every record runs through: compiled (C) or pure Python, giving the same
+                  records
+stage             a loop over a data set: train, val, test, predict (never "phase")
+epoch             one pass of a stage over its data; a stage epoch is what perfkit accounts, reports
+                  and judges, one window each
+step              one batch of a stage: the loop's turn; its own compute is the series
+                  ``STAGE.step``, in a trace one ``ProfilerStep#N`` range
+loader            what a stage iterates for its batches (a DataLoader, any iterable), named after
+                  its stage; of several in one stage the ``k``-th from the second on is ``STAGE/k``
+worker            a DataLoader worker process, making batches for its loader
+wait              time a loop spent blocked: on its loader's next batch (``data_wait``), or on the
+                  other ranks (``sync_wait``, ``dist.wait``)
+fetch             a batch's making in a DataLoader worker
+loop              a timed loop over a loader (``timed_iter``); a turn is one request for an item to
+                  the next
+part              a piece of a step's or a stage epoch's time. The account's parts: ``data_wait``,
+                  ``step``, ``callbacks``, ``module_hooks``, ``loggers``, ``loader_setup``,
+                  ``other``; a trace's: ``data_wait``, ``forward``, ``backward``, ``optimizer``,
+                  ``other``, where ``forward`` + ``backward`` + ``optimizer`` are the pieces of
+                  ``step`` a trace can see
+account           a stage epoch's wall time split into parts that add up to it (per loader and per
+                  rank too)
+overlay           a measured piece inside one part, not adding to the wall time (``sync_wait`` in
+                  ``step``)
+hook              time in another component's code during a stage: a callback's, a checkpoint
+                  callback's, the model's own hooks, a logger's methods
+zone              when in a stage epoch its unmeasured time (``other``) fell: before the first step,
+                  between steps, after the last
+segment           a stretch of a stage epoch in which its records count: an epoch paused around
+                  another stage's (validation inside training) has several
+interval          a piece of a stage epoch still running (N steps or T seconds), reported as it goes
+                  with provisional verdicts; a sampler's ``interval_s`` is its period
+scope             what a stage window spans: an epoch, an interval, or the warm-up steps before the
+                  first interval
+tag               a label a program attaches to the step in progress, kept with the slowest steps
+metric            a flat number of a stage window, its unit last, under a prefix
+                  (``perf/train/step_ms_p95``)
+recorder          the one owner of a program's stage epochs: steps, hooks, pauses, and each epoch's
+                  window and account
+listener          what receives each stage window from the recorder (a monitor, profiler windows, a
+                  script window)
+monitor           the listener that publishes each stage window: metrics to sinks, the console
+                  block, the verdicts
+session           one monitored run assembled once: recorder, sampler lease, ranks, run writer and
+                  monitor, driven by a framework (its host)
+rank              one process of a distributed job; a stage epoch is merged over the ranks at its
+                  end
+merge             combining the windows of ranks or processes into one (exact up to ``EXACT_MAX``
+                  ranks, sketches above); ``gather`` is the transport that brings each rank's part
+straggler         the rank the others wait for
+run               one execution of a training program; its run directory holds what it measured
+                  (``perfkit run`` times a command unchanged)
+job               one process writing a run directory: two given one directory write beside each
+                  other
+sink              one output path for stage windows: JSONL, W&B, MLflow, Prometheus, the run
+                  directory
+trial             a loader timed alone (no model) at each setting within a budget, and the setting
+                  it picks
+setting           one configuration of a DataLoader: ``num_workers``, ``prefetch_factor``,
+                  ``persistent_workers``, ``pin_memory``, ``batch_size``
+rule              one check of a stage epoch or a trace: its kind, what it reads, its threshold, its
+                  judge
+kind              a rule's name, in UPPER_SNAKE_CASE (``INPUT_BOUND``)
+verdict           what a rule concludes: its kind, its share of the time, what it saw and what to do
+                  (``perfkit.findings`` holds the run's rules; a trace analysis's findings are
+                  verdicts too)
+abstention        a rule that could not judge, and the signal it lacked
+case              one stage epoch to judge, with what the rules compare it to
+diagnosis         a run's verdicts, each owning its share of the run, ranked
+severity          how much a verdict matters, by its share: high, medium or low
+change            what differs beyond the noise, between two windows (``CHANGE``), runs
+                  (``PartChange``) or traces (``TimeChange``); a verdict's ``change`` is the
+                  settings it proposes
+comparison        two runs side by side, part by part, each change held against its noise
+timeline          a stage's intervals so far, and the changes seen in them
+trace             a Chrome trace file: torch.profiler's, which ``perfkit.trace`` reads, or one
+                  perfkit writes of a snapshot
+profiler window   a few steps of chosen stage epochs traced by torch.profiler
+mark              a range perfkit opens in a trace while a profiler window records, read back to
+                  split its steps into parts
+annotation        a range a program or library opens in a trace (``record_function``)
+analysis          what a trace says: its parts per step, its ops, kernels, idle device time and
+                  verdicts (per rank: ``RanksAnalysis``)
+diff              two traces compared per step
+stat              a row of a trace analysis: an op, a kernel, a section, an annotation, a transfer
+report            a run directory's HTML page (``perfkit report``); ``perfkit.report`` renders a
+                  snapshot as text
+text              a renderer's output for the terminal or a log, several lines; a *line* is one
+say               print or log one piece of perfkit's output to the user, clear of progress bars
+preset            a Lightning callback of perfkit's first users, kept with its arguments, metric
+                  keys and console lines
+================  ==================================================================================
+
 >>> step_series("val"), wait_series("val"), fetch_series("train")
 ('val.step', 'val.data.wait', 'train.data.fetch')
 >>> part_label(DATA_WAIT), MARK_FORWARD
@@ -65,8 +185,15 @@ the seconds of ``step`` spent waiting for the other ranks in DDP's gradient all-
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
+
+# Where they are public: the escaping of names for text, and the naming of a stage's loaders.
+from ._display import NAME_WIDTH as NAME_WIDTH
+from ._display import display_name as display_name
+from ._loader_names import LOADER_INDEX as LOADER_INDEX
+from ._loader_names import loader_index as loader_index
+from ._loader_names import loader_label as loader_label
+from ._loader_names import loader_name as loader_name
 
 STAGES = ("train", "val", "test", "predict")
 """The stages a training program runs, in the order a report lists them."""
@@ -270,34 +397,6 @@ def gpu_series(name: str) -> str:
     return name + GPU
 
 
-LOADER_INDEX = "/"
-"""Between a stage and the index of one of its several loaders: ``val/1`` is validation's second."""
-
-
-def loader_name(stage: str, index: int) -> str:
-    """The name of the ``index``-th loader a stage iterates (Lightning's ``dataloader_idx``, a
-    script's second loop in one window): the first keeps the stage's name, so a stage with one
-    loader reads as it always did.
-
-    >>> loader_name("val", 0), loader_name("val", 1)
-    ('val', 'val/1')
-    """
-    return stage if index == 0 else f"{stage}{LOADER_INDEX}{index}"
-
-
-def loader_index(name: str, loader: str) -> int | None:
-    """The index of loader ``name`` among ``loader``'s (``loader_name``'s inverse); None when
-    ``name`` is not one of them.
-
-    >>> loader_index("val/2", "val"), loader_index("val", "val"), loader_index("value", "val")
-    (2, 0, None)
-    """
-    if name == loader:
-        return 0
-    rest = name[len(loader) + len(LOADER_INDEX) :] if name.startswith(loader + LOADER_INDEX) else ""
-    return int(rest) if rest.isdigit() and not rest.startswith("0") else None
-
-
 def stage_loaders(series: Iterable[str], loader: str) -> list[str]:
     """The loaders named after ``loader`` that have a wait or an ``iter()`` among ``series`` (the
     names of a snapshot), in index order; ``[loader]`` when none has.
@@ -313,16 +412,6 @@ def stage_loaders(series: Iterable[str], loader: str) -> list[str]:
                 if index is not None:
                     found[index] = name[: -len(suffix)]
     return [found[i] for i in sorted(found)] or [loader]
-
-
-def loader_label(name: str, loader: str, dataset: str | None = None) -> str:
-    """How a verdict names one of a stage's several loaders: ``val loader 1 (SlowDataset)``.
-
-    >>> loader_label("val/1", "val", "SlowDataset"), loader_label("val", "val")
-    ('val loader 1 (SlowDataset)', 'val loader 0')
-    """
-    label = f"{loader} loader {loader_index(name, loader)}"
-    return f"{label} ({dataset})" if dataset else label
 
 
 def is_stage_series(name: str) -> bool:
@@ -394,42 +483,3 @@ def part_label(part: str) -> str:
 
 TRACE_METADATA_KEY = "perfkit"
 """Top-level key of a Chrome trace written in a profiler window: ``{"sections": [...]}``."""
-
-
-NAME_WIDTH = 120
-"""The most characters ``display_name`` prints of a name; longer ones lose their middle."""
-
-_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_UNPRINTABLE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]")
-_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    if char in _SHORT:
-        return _SHORT[char]
-    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-
-
-def display_name(name: object, width: int | None = NAME_WIDTH) -> str:
-    """A name the user gave (a section, a stage, a loader, an op in a trace) safe to print on one line.
-
-    Names come from file paths, f-strings and data: a newline would break a report's line, a
-    carriage return or an escape sequence overwrite it, a bidi override (U+202E) reorder the
-    rest of it, a NUL cut it short. Those become visible escapes (``\\n``, ``\\x00``,
-    ``\\u202e``); letters of any script and emoji are left alone. A name longer than ``width``
-    keeps its start and end around ``…`` (``width=None``: never). Every text output prints
-    names through it; ``--json`` keeps the exact name.
-
-    >>> display_name("data\\nload\\x00er"), display_name("x" * 200, width=9)
-    ('data\\\\nload\\\\x00er', 'xxxxx…xxx')
-    >>> display_name("étape 🚀")
-    'étape 🚀'
-    """
-    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 2):
-        raise ValueError(f"width must be an int >= 2 or None, got {width!r}")
-    text = _UNPRINTABLE.sub(_escape, name if isinstance(name, str) else str(name))
-    if width is None or len(text) <= width:
-        return text
-    head = (width - 1) * 2 // 3
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]

@@ -83,6 +83,7 @@ def test_perfkit_torch_exports_no_implementation_types() -> None:
         "follow_loaders",
         "gather_ranks",
         "instrument",
+        "load_loader",
         "pinned_bandwidth",
         "time_copy",
         "time_gradient_sync",

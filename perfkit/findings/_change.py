@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._display import display_name
 from .._rule import Rule, Verdict, verdict
 from .._snapshot import Snapshot
 from .._units import format_seconds
-from ..names import display_name, part_label, step_series, wait_series
+from ..names import part_label, step_series, wait_series
 from ..stages import PARTS, StageWindow
 
 NOISE_SIGMAS = 3.0

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._display import display_name
 from .._rule import Verdict
-from ..names import display_name
 from ..run import RunData
 from ..stages import PARTS, StageWindow
 from ._advice import advice_followed

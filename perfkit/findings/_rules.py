@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from .._display import display_name
+from .._loader_names import loader_label
 from .._rule import Outcome, Rule, Verdict, kinds
 from .._units import format_seconds
-from ..names import MEMORY_AVAILABLE, display_name, loader_label, stage_label, step_series, wait_series
+from ..names import MEMORY_AVAILABLE, stage_label, step_series, wait_series
 from ..stages import PARTS, Account, StageWindow, workers_needed
 from ._case import Case, boundary, loader_boundary, loop_s_per_batch, main_sections, rank_sections, workers
 from ._contention import CONTENTION_MIN, contention

@@ -8,9 +8,10 @@ checkpoint callback was timed) is nothing to judge.
 
 from __future__ import annotations
 
+from .._display import display_name
 from .._rule import Outcome
 from .._units import format_seconds
-from ..names import CHECKPOINT, LOGGERS, MODULE_HOOKS, display_name, stage_label
+from ..names import CHECKPOINT, LOGGERS, MODULE_HOOKS, stage_label
 from ..stages import RESIDUAL_ZONES
 from ._case import Case
 

@@ -7,11 +7,9 @@ import os
 from pathlib import Path
 
 from .._warn import warn
-from ..run import read_run
+from ..run import VERDICTS_FILE, read_run, write_atomically
 from ._diagnose import diagnose
 from ._verdict import Diagnosis
-
-FILE = "verdicts.json"
 
 
 def write_diagnosis(run_dir: str | os.PathLike[str], *, job: str | None = None) -> Diagnosis | None:
@@ -23,10 +21,7 @@ def write_diagnosis(run_dir: str | os.PathLike[str], *, job: str | None = None) 
     try:
         run = read_run(path, job=job)
         diagnosis = diagnose(run)
-        suffix = next((j.suffix for j in run.jobs if j.id == run.job), "")
-        tmp = path / f"verdicts{suffix}.json.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(diagnosis.to_dict(), indent=2), encoding="utf-8")
-        os.replace(tmp, path / f"verdicts{suffix}.json")
+        write_atomically(run.own_file(VERDICTS_FILE), json.dumps(diagnosis.to_dict(), indent=2))
     except (OSError, ValueError) as exc:  # the run's own data are on disk whatever happens here
         warn(f"perfkit: cannot write the diagnosis of {path}: {exc!r}")
         return None

@@ -1,15 +1,19 @@
-"""Reports of a run: the self-contained HTML page, the console summary, terminal text, uploads.
+"""Reports of a run: the self-contained HTML page, the console summary, terminal text, Chrome
+traces, uploads.
 
     write_html_report("lightning_logs/version_0/perfkit")     # or: perfkit report RUN_DIR
     attach_report_to_wandb(path); log_report_to_mlflow(path)
     print(analysis_text(perfkit.trace.analyze_trace("trace.json.gz")))   # or: perfkit analyze
+    write_chrome_trace("epoch.json.gz", snapshot)             # for Perfetto, chrome://tracing
 
 Each output form has one home: every text renderer is in ``perfkit.reports.text``, the HTML
-page in ``perfkit.reports.html``; both read the same result objects, and every number is
-written by the same formatter. (``perfkit.report(snapshot)`` is ``snapshot_text``.)
+page in ``perfkit.reports.html``, the Chrome trace in ``_chrome``; they read the same result
+objects, and every number is written by the same formatter. (``perfkit.report(snapshot)`` is
+``snapshot_text``, ``perfkit.write_chrome_trace`` is ``write_chrome_trace``.)
 """
 
 from .._units import format_seconds
+from ._chrome import write_chrome_trace
 from ._upload import attach_report_to_wandb, log_report_to_mlflow
 from .html import render_html, write_html_report
 from .text import (
@@ -50,5 +54,6 @@ __all__ = [
     "throughput_line",
     "trial_text",
     "warmup_text",
+    "write_chrome_trace",
     "write_html_report",
 ]

@@ -1,5 +1,6 @@
 """Run directories below a folder a user has at hand: ``lightning_logs/``, Hydra's ``outputs/``, an
-HF Trainer's ``output_dir``, a ``runs/`` folder of scripts.
+HF Trainer's ``output_dir``, a ``runs/`` folder of scripts; and the one a path given on the command
+line names (``locate_run``, ``readable_run``).
 
 A run directory is a folder holding ``windows.jsonl``. The search goes breadth first, ``depth``
 levels down (Hydra with a Lightning logger puts one at ``outputs/DATE/TIME/lightning_logs/
@@ -14,9 +15,46 @@ import json
 import os
 from pathlib import Path
 
+from ..names import RUN_DIR_NAME
+from ._data import RunData
+from ._layout import RUN_FILE, WINDOWS_FILE
+from ._reader import read_run
+
 DEPTH = 5
 LIMIT = 20_000
 """Folders looked at, at most, per search."""
+
+
+def locate_run(path: str) -> tuple[Path, list[Path]]:
+    """The run directory ``path`` names, and the other runs found with it, newest first.
+
+    ``path`` itself, or its ``perfkit-run/`` folder (a logger's version directory, a Trainer's
+    output directory); else, for a folder above runs (``lightning_logs/``, Hydra's ``outputs/``),
+    the newest run directory below it (``find_runs``).
+
+    >>> locate_run("no/such/dir")
+    (PosixPath('no/such/dir'), [])
+    """
+    given = Path(path)
+    if (given / WINDOWS_FILE).exists():
+        return given, []
+    if (given / RUN_DIR_NAME / WINDOWS_FILE).exists():
+        return given / RUN_DIR_NAME, []
+    if given.is_dir():
+        runs = find_runs(given)
+        if runs:
+            return runs[0], runs[1:]
+    return given, []
+
+
+def readable_run(path: str, *, job: str | None = None) -> RunData:
+    """The run directory at ``path`` (see ``locate_run``), refused (``ValueError``) when the reader
+    found problems and not one window it could read: that is a broken run, not an empty one.
+    ``job``: which of the jobs that wrote it (default the newest; see ``read_run``)."""
+    run = read_run(locate_run(path)[0], job=job)
+    if not run.windows and run.problems:
+        raise ValueError(f"no window of {path} could be read: {run.problems[0]}")
+    return run
 
 
 def find_runs(path: str | os.PathLike[str], *, depth: int = DEPTH, limit: int = LIMIT) -> list[Path]:
@@ -30,7 +68,7 @@ def find_runs(path: str | os.PathLike[str], *, depth: int = DEPTH, limit: int = 
     for _ in range(depth + 1):
         below: list[Path] = []
         for folder in level:
-            if (folder / "windows.jsonl").is_file():
+            if (folder / WINDOWS_FILE).is_file():
                 found.append(folder)
                 continue
             seen += 1
@@ -57,7 +95,7 @@ def started_unix(run_dir: Path) -> float:
     """When the run at ``run_dir`` last started: the latest start in ``run.json`` (its first job's, or
     a later job's that wrote beside it), else the time ``windows.jsonl`` was last written."""
     try:
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        info = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
         jobs = info.get("jobs") if isinstance(info.get("jobs"), dict) else {}
         starts = [
             info.get("started_unix"),
@@ -69,7 +107,7 @@ def started_unix(run_dir: Path) -> float:
     except (OSError, ValueError, AttributeError):
         pass
     try:
-        return (run_dir / "windows.jsonl").stat().st_mtime
+        return (run_dir / WINDOWS_FILE).stat().st_mtime
     except OSError:
         return 0.0
 

@@ -1,10 +1,9 @@
 """The jobs of a run directory: which process wrote which line, so two jobs are never read as one.
 
 Two processes given the same run directory (two array jobs, a re-launched job) each write
-under their own job id (``RunWriter.job``), recorded on every line and in ``run.json``'s
-``jobs``; a line without one belongs to job ``""``. The reader reads one job at a time, by
-default the newest that has finished a window, and says in ``problems`` which other jobs the
-directory holds.
+under their own job id (``this_job()``), recorded on every line and in ``run.json``'s ``jobs``; a
+line without one belongs to job ``""``. The reader reads one job at a time, by default the newest
+that has finished a window, and says in ``problems`` which other jobs the directory holds.
 
 >>> job_of({"job": "41-ab12", "writer": "41-1"}), job_of({})
 ('41-ab12', '')
@@ -12,12 +11,30 @@ directory holds.
 
 from __future__ import annotations
 
+import os
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..names import display_name
+from .._display import display_name
+
+_JOB: tuple[int, str] | None = None
+
+
+def this_job() -> str:
+    """This process's job id, as the lines it writes carry it: its pid and a random part (a pid is
+    reused, and two hosts sharing a file system have the same ones). A forked child gets its own.
+
+    >>> this_job() == this_job() and this_job().startswith(f"{os.getpid()}-")
+    True
+    """
+    global _JOB
+    pid = os.getpid()
+    if _JOB is None or _JOB[0] != pid:
+        _JOB = (pid, f"{pid}-{secrets.token_hex(4)}")
+    return _JOB[1]
 
 
 @dataclass(frozen=True)

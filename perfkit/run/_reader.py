@@ -22,134 +22,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from .._display import display_name
 from .._formats import ANALYSIS_FORMAT, RUN_FORMAT, FormatError, check_format
 from .._loader_trial import TrialResult
 from .._rule import Verdict
 from .._snapshot import Snapshot
-from ..names import display_name
-from ..stages import Account, SlowStep, StageWindow, stage_prefix
+from ..stages import Account, StageWindow
+from ._data import RunData, RunInterval, RunTrace, RunWindow
 from ._jobs import RunJob, job_of, jobs_problem, list_jobs, pick
-
-if TYPE_CHECKING:
-    from ..trace import TraceAnalysis
-
-
-@dataclass(frozen=True)
-class RunWindow:
-    """One line of ``windows.jsonl`` (a stage epoch): its ``StageWindow`` (snapshot loaded), the
-    metrics logged for it, the metric prefix they carry and the step they were logged at."""
-
-    window: StageWindow
-    step: int | None
-    prefix: str
-    start_ns: int
-    end_ns: int
-    metrics: Mapping[str, float]
-    snapshot_file: str
-    job: str = ""
-    """The job (process) that wrote it; see ``RunData.jobs``."""
-    writer: str | None = None
-    """The writer of that job that numbered it (a trainer's fit, then its test)."""
-
-    @property
-    def stage(self) -> str:
-        return self.window.stage
-
-    @property
-    def epoch(self) -> int:
-        return self.window.epoch
-
-    @property
-    def wall_s(self) -> float:
-        return self.window.wall_s
-
-    @property
-    def samples(self) -> int | None:
-        return self.window.samples
-
-    @property
-    def slowest(self) -> tuple[SlowStep, ...]:
-        return self.window.slowest
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self.window.snapshot
-
-    def metric(self, name: str) -> float | None:
-        """``metrics`` by the name after the stage (``"step_ms_p95"``), under the run's prefix."""
-        return self.metrics.get(f"{stage_prefix(self.stage, self.prefix)}/{name}")
-
-
-@dataclass(frozen=True)
-class RunInterval:
-    """One line of ``intervals.jsonl``: an interval of a stage epoch that was still running (or the
-    ``merged`` intervals a long run folded into it), with its metrics and provisional verdicts."""
-
-    stage: str
-    epoch: int
-    steps: tuple[int, int]
-    step: int | None
-    wall_s: float
-    samples: int | None
-    account: Account
-    metrics: Mapping[str, float]
-    verdicts: tuple[Verdict, ...]
-    prefix: str
-    start_ns: int
-    end_ns: int
-    merged: int = 1
-
-    def metric(self, name: str) -> float | None:
-        """``metrics`` by the name after the stage (``"step_ms_p95"``)."""
-        return self.metrics.get(f"{stage_prefix(self.stage, self.prefix + '/interval')}/{name}")
-
-
-@dataclass(frozen=True)
-class RunTrace:
-    """One line of ``traces.jsonl``: a profiler window, its trace file and its analysis (or None)."""
-
-    stage: str
-    epoch: int
-    rank: int
-    trace: Path
-    summary: Mapping[str, Any] | None
-
-    @property
-    def analysis(self) -> TraceAnalysis | None:
-        """``summary`` read as a ``perfkit.trace.TraceAnalysis`` (None when absent or unreadable)."""
-        if self.summary is None:
-            return None
-        from ..trace import TraceAnalysis  # the trace analyser loads only when a report asks
-
-        try:
-            return TraceAnalysis.from_dict(self.summary)
-        except (ValueError, KeyError, TypeError, ArithmeticError):
-            return None
-
-
-@dataclass(frozen=True)
-class RunData:
-    """Everything a run directory holds; ``problems`` says what is missing or was skipped."""
-
-    path: Path
-    meta: Mapping[str, Any]
-    windows: tuple[RunWindow, ...]
-    traces: tuple[RunTrace, ...]
-    final: Snapshot | None
-    problems: tuple[str, ...]
-    job: str = ""
-    """The job read (its windows, traces and final snapshot); ``""`` for a run of one unnamed job."""
-    jobs: tuple[RunJob, ...] = ()
-    """Every job that wrote the directory, oldest first (one for a run of one process)."""
-    intervals: tuple[RunInterval, ...] = ()
-    """The job's interval windows, oldest first (none for a run of short epochs); ``windows`` holds
-    the stage epochs only."""
-    trials: tuple[TrialResult, ...] = ()
-    """The job's loader trials (``perfkit.trial(run=...)``), oldest first."""
+from ._layout import FINAL_FILE, INTERVALS_FILE, RUN_FILE, TRACES_FILE, TRIALS_FILE, WINDOWS_FILE, own
+from ._lost import missing_windows
 
 
 def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData:
@@ -178,14 +63,14 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
     if not root.is_dir():
         raise FileNotFoundError(f"run directory {root} does not exist")
     problems: list[str] = []
-    windows_file = root / "windows.jsonl"
-    if not windows_file.is_file() and not (root / "run.json").is_file():
+    windows_file = root / WINDOWS_FILE
+    if not windows_file.is_file() and not (root / RUN_FILE).is_file():
         raise FileNotFoundError(
             f"{windows_file} is missing: no window of this run finished, or it is not a perfkit run directory"
         )
-    meta = _meta(root / "run.json", problems)
+    meta = _meta(root / RUN_FILE, problems)
     lines = _lines(windows_file, problems) if windows_file.is_file() else []
-    traces_file = root / "traces.jsonl"
+    traces_file = root / TRACES_FILE
     trace_lines = _lines(traces_file, problems) if traces_file.is_file() else []
     jobs = list_jobs(meta, [line for _, line in lines])
     chosen = pick(jobs, job)
@@ -196,21 +81,21 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
     windows: list[RunWindow] = []
     if windows_file.is_file():
         windows = [w for n, line in lines if (w := _or_problem(problems, n, _window, root, n, line))]
-        _missing_windows(lines, meta, problems, mine)
+        missing_windows(lines, meta, problems, mine)
     else:
-        problems.append("windows.jsonl is missing: no window of this run finished")
+        problems.append(f"{WINDOWS_FILE} is missing: no window of this run finished")
     traces = [
         t for n, x in trace_lines if job_of(x) == mine and (t := _or_problem(problems, n, _trace, root, n, x))
     ]
     final = _final(root, jobs, chosen, problems)
     intervals = [
         x
-        for file in sorted(root.glob("intervals*.jsonl"))
+        for file in sorted(root.glob(own(INTERVALS_FILE, "*")))
         for n, line in _lines(file, problems)
         if job_of(line) == mine and (x := _or_problem(problems, n, _interval, n, line))
     ]
     intervals.sort(key=lambda x: x.start_ns)
-    trials_file = root / "trials.jsonl"
+    trials_file = root / TRIALS_FILE
     trials = [
         r
         for n, x in (_lines(trials_file, problems) if trials_file.is_file() else [])
@@ -256,10 +141,10 @@ def _interval(where: str, line: Mapping[str, Any]) -> RunInterval:
 def _final(root: Path, jobs: list[RunJob], chosen: RunJob | None, problems: list[str]) -> Snapshot | None:
     """The job's ``final{suffix}.json``; ``final.json`` when ``run.json`` names no job as its writer
     (it is missing or broken, so several jobs have no suffix) is nobody's."""
-    name = f"final{chosen.suffix if chosen is not None else ''}.json"
+    name = own(FINAL_FILE, chosen.suffix if chosen is not None else "")
     if chosen is not None and not chosen.suffix and sum(not j.suffix for j in jobs) > 1:
         problems.append(
-            "final.json is left out: run.json does not say which of the jobs wrote it, so it may be "
+            f"{FINAL_FILE} is left out: {RUN_FILE} does not say which of the jobs wrote it, so it may be "
             "another job's (the windows below are this job's own)"
         )
         return None
@@ -351,46 +236,6 @@ def _lines(file: Path, problems: list[str]) -> list[tuple[str, dict[str, Any]]]:
             continue
         out.append((where, data))
     return out
-
-
-def _missing_windows(
-    lines: list[tuple[str, dict[str, Any]]], meta: Mapping[str, Any], problems: list[str], job: str
-) -> None:
-    """Windows the job's writers numbered but whose line is not there, and those recorded as lost."""
-    seen: dict[str, set[int]] = {}
-    for _, line in lines:
-        seq, writer = line.get("seq"), line.get("writer")
-        if (
-            isinstance(seq, int)
-            and not isinstance(seq, bool)
-            and 0 <= seq < 10**9
-            and isinstance(writer, str)
-        ):
-            seen.setdefault(writer, set()).add(seq)
-    lost = meta.get("lost")
-    told: set[tuple[str, int]] = set()
-    for item in lost if isinstance(lost, list) else []:
-        if isinstance(item, dict) and job_of(item) == job:
-            told.add((str(item.get("writer")), item.get("seq", -1)))
-            stage, epoch, reason = (display_name(item.get(k, "?")) for k in ("stage", "epoch", "reason"))
-            problems.append(f"{stage} epoch {epoch}: not written ({reason})")
-    for writer, seqs in seen.items():
-        gaps = [n for n in range(max(seqs) + 1) if n not in seqs and (writer, n) not in told]
-        if gaps:
-            problems.append(
-                f"windows.jsonl: {len(gaps)} window(s) missing (written as numbers {_ranges(gaps)} of "
-                "the run, never completed: a full disk, or a line skipped above)"
-            )
-
-
-def _ranges(numbers: list[int]) -> str:
-    parts, start = [], numbers[0]
-    for a, b in zip(numbers, [*numbers[1:], None], strict=True):
-        if b != a + 1:
-            parts.append(str(a) if a == start else f"{start}-{a}")
-            if b is not None:
-                start = b
-    return ", ".join(parts)
 
 
 def _inside(root: Path, name: str, where: str, what: str) -> Path:

@@ -31,7 +31,7 @@ from ._merge import EXACT_MAX, TOP_K, Merged, RankResult, Ranks
 from ._merge import merge as merge_ranks
 from ._metrics import metric_key, stage_metrics, stage_prefix
 from ._recorder import Gather, StageListener, StageRecorder, check_listeners
-from ._segments import Window
+from ._segments import Segments
 from ._tags import tag_step, take_tags
 from ._window import SCOPES, RankPart, SlowStep, StageWindow, keep_slowest
 
@@ -49,11 +49,11 @@ __all__ = [
     "RankPart",
     "RankResult",
     "Ranks",
+    "Segments",
     "SlowStep",
     "StageListener",
     "StageRecorder",
     "StageWindow",
-    "Window",
     "all_loops",
     "batch_size",
     "check_listeners",

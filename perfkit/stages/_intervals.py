@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .._registry import Registry
 from .._validate import check_int, check_number
-from ._segments import Window
+from ._segments import Segments
 
 DEFAULT_S = 60.0
 """An interval's length when none is given: a minute, the answer a user debugging a pipeline waits for."""
@@ -84,7 +84,7 @@ class Cuts:
     def __init__(self, plan: Intervals, registry: Registry, now: int, long: bool) -> None:
         self.plan = plan
         self.registry = registry
-        self.window = Window(registry)
+        self.window = Segments(registry)
         self.begun_ns = now
         self.on = plan.always or long  # cutting; else dormant until the epoch proves long
         self.first_step = 0
@@ -116,7 +116,7 @@ class Cuts:
         self.first_step = steps
         self.next_step = self._steps_after(steps)
         self.next_ns = self._ns_after(now)
-        self.window = Window(self.registry)
+        self.window = Segments(self.registry)
         return scope
 
     def _steps_after(self, steps: int) -> int | None:

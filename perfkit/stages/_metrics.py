@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+from .._loader_names import loader_index
 from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
@@ -23,7 +24,6 @@ from ..names import (
     STEP_PART,
     fetch_series,
     is_stage_series,
-    loader_index,
     optimizer_series,
     step_series,
     wait_series,

@@ -38,7 +38,7 @@ from ._batch import batch_size
 from ._intervals import Cuts, Intervals
 from ._merge import Merged, RankResult, Ranks, mean_account, merge, not_merged
 from ._parts import StepParts
-from ._segments import Window
+from ._segments import Segments
 from ._tags import take_tags
 from ._window import RankPart, SlowStep, StageWindow, keep_slowest
 
@@ -89,7 +89,7 @@ class _Epoch:
     stage: str
     epoch: int
     loader: str
-    window: Window
+    window: Segments
     base: int  # the node stage records are made under
     step_node: int
     step_start: int | None = None
@@ -211,7 +211,7 @@ class StageRecorder:
             stage=stage,
             epoch=epoch,
             loader=loader or stage,
-            window=Window(self.registry),
+            window=Segments(self.registry),
             base=base,
             step_node=NODES.child(base, step_series(stage), overlay=True),
             guess=guess,

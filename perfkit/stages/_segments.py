@@ -1,10 +1,12 @@
-"""``Window``: a window that can be paused, e.g. a training epoch around its validation runs.
+"""``Segments``: a stage epoch's records as stretches that can be paused, e.g. a training epoch
+around the validation runs inside it.
 
 Lightning runs validation inside the training epoch; the training epoch's
-numbers must not include it. A ``Window`` is a list of segments: ``pause()``
-closes the current one (a snapshot since its cursor), ``resume()`` opens the
-next, ``close()`` merges them. Merging snapshots of one registry's disjoint
-windows is exact, as it is across processes.
+numbers must not include it. ``Segments`` keeps the stretches in which records
+count: ``pause()`` closes the current one (a snapshot since its cursor),
+``resume()`` opens the next, ``close()`` merges them into the epoch's one
+snapshot. Merging snapshots of one registry's disjoint windows is exact, as it
+is across processes.
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ from .._registry import Cursor, Registry
 from .._snapshot import Snapshot
 
 
-class Window:
-    """Records of ``registry`` between ``Window()`` and ``close()``, minus the paused stretches.
+class Segments:
+    """Records of ``registry`` between ``Segments()`` and ``close()``, minus the paused stretches.
 
     >>> import perfkit
     >>> reg = perfkit.Registry()
-    >>> from perfkit.stages import Window
-    >>> train = Window(reg)
+    >>> from perfkit.stages import Segments
+    >>> train = Segments(reg)
     >>> with perfkit.section("train.step", registry=reg):
     ...     pass
     >>> train.pause()
-    >>> with perfkit.section("val.step", registry=reg):  # not part of the training window
+    >>> with perfkit.section("val.step", registry=reg):  # not part of the training epoch
     ...     pass
     >>> train.resume()
     >>> sorted(train.close())
@@ -39,22 +41,22 @@ class Window:
 
     @property
     def open(self) -> bool:
-        """Whether records made now belong to the window (it is neither paused nor closed)."""
+        """Whether records made now count (the segments are neither paused nor closed)."""
         return self._cursor is not None
 
     def pause(self) -> None:
-        """Stop counting records until ``resume()``; pausing a paused window does nothing."""
+        """Stop counting records until ``resume()``; pausing when paused does nothing."""
         if self._cursor is not None:
             self._parts.append(self.registry.snapshot(since=self._cursor))
             self._cursor = None
 
     def resume(self) -> None:
-        """Count records again; resuming an open window does nothing."""
+        """Count records again; resuming when open does nothing."""
         if self._cursor is None:
             self._cursor = self.registry.cursor()
 
     def close(self) -> Snapshot:
-        """The merged snapshot of every segment (the window may be resumed again afterwards)."""
+        """The merged snapshot of every segment (counting may be resumed again afterwards)."""
         self.pause()
         return self._parts[0].merge(*self._parts[1:]) if len(self._parts) > 1 else self._parts[0]
 
@@ -65,5 +67,5 @@ class Window:
 
     @property
     def wall_s(self) -> float:
-        """Seconds the window has been open, pauses excluded (closed segments only)."""
+        """Seconds the records counted, pauses excluded (closed segments only)."""
         return sum(p.duration_s for p in self._parts)

@@ -24,7 +24,8 @@ gradient all-reduce, so a rank whose compute is slow is told from the ranks that
 keeps up. ``count_flops`` counts a real step's FLOPs once (``FlopCounterMode``), split by the
 dtype each matmul ran in: MFU's numerator (``perfkit.resources.mfu``). ``watch_syncs`` times
 where the host blocks on the device (``loss.item()``, ``.cpu()``), per call site; ``time_copy``
-/ ``to_device`` time a batch's copy to the device, its bytes and whether they were pinned.
+/ ``to_device`` time a batch's copy to the device, its bytes and whether they were pinned;
+``load_loader`` imports the loader a user's factory makes (``perfkit trial MODULE:FACTORY``).
 """
 
 from ._copies import batch_bytes, pinned_bandwidth, time_copy, to_device
@@ -37,6 +38,7 @@ from ._parts import time_step_parts
 from ._profiling import ProfilerWindows
 from ._syncs import SyncWatch, watch_syncs
 from ._trial import trial
+from ._trial_loaders import load_loader
 
 gather_ranks = TorchRanks()
 """The merge of a distributed job's ranks (a ``perfkit.stages.Ranks`` transport; see ``TorchRanks``)."""
@@ -51,6 +53,7 @@ __all__ = [
     "follow_loaders",
     "gather_ranks",
     "instrument",
+    "load_loader",
     "pinned_bandwidth",
     "time_copy",
     "time_gradient_sync",

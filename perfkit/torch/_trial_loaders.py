@@ -1,4 +1,5 @@
-"""The trial's candidate settings, and a DataLoader rebuilt at one of them from the user's own.
+"""The trial's loaders: the user's, imported from a factory (``load_loader``: ``perfkit trial
+MODULE:FACTORY``), the candidate settings, and a DataLoader rebuilt at one of them from the user's.
 
 The user's loader is never touched: each setting is a new DataLoader made from its arguments
 (dataset, sampler or batch sampler, collate_fn, worker_init_fn, generator, multiprocessing
@@ -11,6 +12,9 @@ off, so the trial's batches ship no records into the run.
 from __future__ import annotations
 
 import copy
+import importlib
+import os
+import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,6 +22,41 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from ._workers import ShippingCollate, WorkerInit
+
+
+def load_loader(spec: str, which: str = "train") -> DataLoader[Any]:
+    """The DataLoader ``MODULE:FACTORY`` names: what the callable returns, or a Lightning datamodule's
+    (a class is made with no arguments; ``setup("fit")``, then ``train_dataloader()`` or, with
+    ``which="val"``, ``val_dataloader()``). Anything else is a ``ValueError`` in one line.
+
+    >>> load_loader("no_such_module:make")
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot import no_such_module (from no_such_module:make): No module named 'no_such_module'
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"the loader must be given as MODULE:FACTORY (mypkg.data:make_loader), got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as ``python -m``: the working folder's modules import
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import {module_name} (from {spec}): {exc}") from None
+    try:
+        if isinstance(obj, type) or not hasattr(obj, "train_dataloader"):
+            obj = obj() if callable(obj) and not isinstance(obj, DataLoader) else obj
+        if hasattr(obj, "train_dataloader"):  # a datamodule
+            obj.setup("fit")
+            obj = obj.val_dataloader() if which == "val" else obj.train_dataloader()
+    except Exception as exc:  # the user's code failed: one line, not a traceback of it
+        raise ValueError(f"{spec} failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(obj, DataLoader):
+        raise ValueError(f"{spec} gave a {type(obj).__name__}, not a torch DataLoader (nor a datamodule)")
+    loader: DataLoader[Any] = obj
+    return loader
 
 
 @dataclass(frozen=True)

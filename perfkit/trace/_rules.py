@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .._display import display_name
 from .._rule import Abstention, Rule, Verdict, kinds, verdict
 from .._units import format_us, plural
-from ..names import display_name
 
 if TYPE_CHECKING:
     from ._results import TraceAnalysis

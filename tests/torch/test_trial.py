@@ -134,7 +134,7 @@ def test_the_text_says_it_ran_without_the_model_and_what_the_model_changes() -> 
 
 
 def test_a_datamodule_gives_its_train_or_val_loader_after_setup() -> None:
-    from perfkit._cli import load_loader
+    from perfkit.torch import load_loader
 
     assert load_loader("tests.torch.trial_datamodule:Data").batch_size == 8
     assert load_loader("tests.torch.trial_datamodule:Data", "val").batch_size == 6

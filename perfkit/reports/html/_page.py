@@ -19,7 +19,7 @@ from ..._snapshot import Snapshot
 from ..._units import format_seconds
 from ...findings import Diagnosis, diagnose
 from ...names import stage_label
-from ...run import RunData, RunWindow, read_run
+from ...run import REPORT_FILE, RunData, RunWindow, read_run
 from ..text._snapshot import HEAD, tree_rows
 from ._pieces import e, none, plot_or, table
 from ._profiler import profiler_section
@@ -63,8 +63,7 @@ def write_html_report(
     PosixPath('runs/exp1/report.html')
     """
     run = read_run(run_dir, job=job)
-    suffix = next((j.suffix for j in run.jobs if j.id == run.job), "")
-    path = Path(out) if out is not None else run.path / f"report{suffix}.html"
+    path = Path(out) if out is not None else run.own_file(REPORT_FILE)
     path.write_text(render_html(run, link_base=path.parent), encoding="utf-8")
     return path
 

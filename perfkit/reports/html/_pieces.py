@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-from ...names import display_name
+from ..._display import display_name
 
 
 def e(text: object) -> str:

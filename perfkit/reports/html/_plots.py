@@ -20,8 +20,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..._display import display_name
 from ..._snapshot import Snapshot
-from ...names import MEMORY_AVAILABLE, display_name, part_label, stage_label, step_series
+from ...names import MEMORY_AVAILABLE, part_label, stage_label, step_series
 from ...run import RunInterval, RunTrace, RunWindow
 from ...stages import PARTS
 from ...trace import ALL_PARTS

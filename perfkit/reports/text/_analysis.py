@@ -17,9 +17,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from ..._display import display_name
 from ..._units import format_bytes, plural
 from ..._units import format_us as us
-from ...names import display_name
 from ...trace import ALL_PARTS, TraceAnalysis
 from ._lines import terminal_width
 from ._table import table

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..._display import display_name
 from ..._units import format_seconds
 from ...findings import Comparison
-from ...names import display_name
 from ._lines import safe
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..._display import display_name
 from ..._snapshot import Snapshot
 from ..._units import format_seconds
 from ...findings import Verdict
@@ -18,7 +19,6 @@ from ...names import (
     LOGGERS,
     MODULE_HOOKS,
     STEP_PART,
-    display_name,
     is_stage_series,
     part_label,
 )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..._display import display_name
 from ..._units import format_seconds
 from ...findings import Diagnosis
-from ...names import display_name, part_label, stage_label
+from ...names import part_label, stage_label
 from ...run import RunData, RunInterval
 from ...stages import PARTS
 from ._lines import cut, safe, wide_width, wrap

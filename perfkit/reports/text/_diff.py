@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
+from ..._display import display_name
 from ..._units import format_us as us
-from ...names import OTHER, display_name
+from ...names import OTHER
 from ...trace import Changes, TimeChange, TraceDiff
 from ._lines import terminal_width
 from ._table import table

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..._display import display_name
 from ..._units import format_seconds
 from ...findings import Verdict
-from ...names import display_name
 from ...stages import StageWindow, stage_prefix
 from ._console import summary_text
 

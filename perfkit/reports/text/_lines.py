@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 
-from ...names import display_name
+from ..._display import display_name
 
 
 def terminal_width() -> int:

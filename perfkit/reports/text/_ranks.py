@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..._display import display_name
 from ..._units import format_us as us
-from ...names import display_name
 from ...trace import ALL_PARTS, RanksAnalysis, Straggler, TraceAnalysis, work_per_step
 from ._analysis import findings_lines
 from ._lines import terminal_width

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..._display import display_name
 from ..._loops import LoopStats, all_loops
 from ..._registry import current_registry
 from ..._snapshot import NodeTotals, Path, Snapshot
 from ..._units import format_seconds
-from ...names import display_name
 
 HEAD = ("count", "total", "self", "mean", "p95", "max")
 

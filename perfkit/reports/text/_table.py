@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...names import display_name
+from ..._display import display_name
 
 ELLIPSIS = "…"
 _PAIRS = {"<": ">", "(": ")", "[": "]"}

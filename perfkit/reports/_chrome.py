@@ -1,4 +1,4 @@
-"""Chrome trace output: the retained records as complete ("X") events.
+"""Chrome trace output: the retained records as complete ("X") events (``perfkit.write_chrome_trace``).
 
 One row per thread (a process per OS process, named "main" or "worker N"), so
 nested sections show as a flame chart in ``chrome://tracing`` and Perfetto.
@@ -15,8 +15,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from ._registry import Registry
-from ._snapshot import Snapshot
+from .._registry import Registry
+from .._snapshot import Snapshot
 
 
 def write_chrome_trace(path: str | os.PathLike[str], source: Snapshot | Registry) -> Path:
@@ -26,7 +26,7 @@ def write_chrome_trace(path: str | os.PathLike[str], source: Snapshot | Registry
     >>> reg = perfkit.Registry()
     >>> with perfkit.section("load", registry=reg):
     ...     pass
-    >>> out = perfkit.write_chrome_trace(os.path.join(tempfile.mkdtemp(), "t.json"), reg)
+    >>> out = write_chrome_trace(os.path.join(tempfile.mkdtemp(), "t.json"), reg)
     >>> out.suffix
     '.json'
     """

@@ -1,9 +1,10 @@
-"""Windows: what a cursor remembers, and how a snapshot is cut from a registry's state.
+"""Cursors, and how a snapshot is cut from a registry's state since one.
 
 A cursor copies every running total (per series, per node of the tree, per
 gauge); a snapshot subtracts them from the current totals and takes the
-retained samples written since. Kept apart from the registry, which only
-stores and drains.
+retained samples written since, so a window (the records since a cursor) has exact
+counts and totals even where its ring overwrote samples. Kept apart from the registry,
+which only stores and drains.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from ._gauges import GaugeData, GaugeRing
 from ._ring import I64, Marks, Ring
 from ._snapshot import NodeTotals, Path
 from ._stats import SeriesData, m2_of
-from ._validate import MAX_PREFIXES
-from ._warn import WarnOnce
 
 
 @dataclass(frozen=True)
@@ -99,57 +98,6 @@ def series_windows(
         if data is not None:
             out[name] = data
     return out
-
-
-INVALID = "invalid records"
-NODES_FULL = "node table full"
-OVER_CAP = "past max_series: "
-
-
-class Losses:
-    """Records a registry dropped rather than let them poison or outgrow it, by reason, exact
-    since its start; each kind of loss is said once (a ``PerfkitWarning``). Prefixes past
-    ``MAX_PREFIXES`` are counted together, so the table of reasons is bounded too."""
-
-    __slots__ = ("counts", "max_series", "said")
-
-    def __init__(self, max_series: int) -> None:
-        self.counts: dict[str, int] = {}
-        self.max_series = max_series
-        self.said = WarnOnce()
-
-    def add(self, reason: str, n: int, what: str = "") -> None:
-        if n <= 0:
-            return
-        new_prefix = reason.startswith(OVER_CAP) and reason not in self.counts
-        if new_prefix and sum(k.startswith(OVER_CAP) for k in self.counts) >= MAX_PREFIXES:
-            reason = OVER_CAP + "(other)"
-        self.counts[reason] = self.counts.get(reason, 0) + n
-        kind = reason.split(":")[0]
-        if kind in self.said.counts:
-            self.said.counts[kind] += 1
-        else:
-            self.said(kind, self._message(kind, n, what))
-
-    def _message(self, kind: str, n: int, what: str) -> str:
-        if kind == OVER_CAP.rstrip(": "):
-            head = (
-                f"a registry holds max_series={self.max_series} series; records of new names "
-                f"(first: {what!r})"
-            )
-        elif kind == NODES_FULL:
-            head = f"{len(NODES.names):,} distinct paths of sections: records of new paths"
-        else:
-            head = (
-                f"{n} records with a start or end that is not an int of nanoseconds within 2**61 of "
-                f"zero ({what or 'check the registry clock'})"
-            )
-        return f"perfkit: {head} are dropped and counted in snapshot.dropped (said once)"
-
-    def since(self, cursor: Cursor | None) -> dict[str, int]:
-        """What was dropped since ``cursor``, by reason (reasons with nothing dropped left out)."""
-        before = cursor.dropped if cursor else {}
-        return {k: v - before.get(k, 0) for k, v in self.counts.items() if v > before.get(k, 0)}
 
 
 def gauge_windows(gauges: dict[str, GaugeRing], since: Cursor | None) -> dict[str, GaugeData]:
