@@ -50,6 +50,7 @@ from ._windows import (
     ThreadTable,
     gauge_windows,
     node_windows,
+    recursion_windows,
     series_windows,
 )
 from ._windows import Cursor as Cursor
@@ -270,7 +271,7 @@ class Registry(RegistryCore):
             end_ns = self.clock()
             threads = ThreadTable()
             series = series_windows(self._series.rings, since, threads)
-            tree, per_thread = node_windows(self._series.nodes, since, threads)
+            tree, per_thread, folded = node_windows(self._series.nodes, since, threads)
             return Snapshot(
                 series,
                 tree=tree,
@@ -281,6 +282,7 @@ class Registry(RegistryCore):
                 end_ns=end_ns,
                 dropped_in_transfer=self.dropped_in_transfer - (since.dropped_in_transfer if since else 0),
                 dropped=self._lost.since(since),
+                recursion=recursion_windows(self._series.rings, since, folded),
             )
 
     def reset(self) -> None:

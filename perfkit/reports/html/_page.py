@@ -20,7 +20,7 @@ from ..._units import format_seconds
 from ...findings import Diagnosis, diagnose
 from ...names import stage_label
 from ...run import RunData, RunWindow, read_run
-from ..text._snapshot import HEAD, tree_rows
+from ..text._snapshot import HEAD, RECURSION_NOTE, tree_rows
 from ._pieces import e, none, plot_or, table
 from ._profiler import profiler_section
 
@@ -185,6 +185,8 @@ def _time(windows: Sequence[RunWindow], split: str | None, workers: str | None) 
             out += table(
                 ["section", *HEAD, "errors"], [[label, *cells] for label, cells in rows], first_class="tree"
             )
+            if snapshot.recursion:
+                out += none(RECURSION_NOTE)
             trees += 1
     if not trees:
         out += none("no sections recorded")
