@@ -184,6 +184,8 @@ class ScriptWindow:
             return iter(iterable)
         if not hasattr(iterable, "__len__"):  # a stream: its epoch may never end, so cut it from the start
             self._shared.recorder.mark_long(self.stage)
+        elif isinstance(steps := _length(iterable), int):  # a long epoch is cut once its pace says so
+            self._shared.recorder.expect_steps(self.stage, steps)
         loop = self._timed(iterable, self._loader(iterable, self._shared.recorder), self._shared.recorder)
         self._loops.append(loop)
         return loop
@@ -300,6 +302,14 @@ def window(
         rank=rank,
         intervals=intervals,
     )
+
+
+def _length(iterable: object) -> int | None:
+    """``len(iterable)``, None where it has none after all (a DataLoader over an IterableDataset)."""
+    try:
+        return len(iterable)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def _check_listeners(listeners: object) -> tuple[StageListener, ...]:

@@ -162,6 +162,11 @@ def _findings(diagnosis: Diagnosis, problems: Sequence[str]) -> str:
         if rows
         else none("no verdict: no rule of perfkit crossed its threshold")
     )
+    if diagnosis.changes:
+        out += "<h3>Changes while it ran</h3>" + table(
+            ["stage epoch", "what moved, from which step", "what to do"],
+            [[f"{v.stage} {v.epoch}", v.said, v.action] for v in diagnosis.changes],
+        )
     if diagnosis.abstentions:
         said = "; ".join(f"{a.rule} ({a.stage}): no {a.missing}" for a in diagnosis.abstentions)
         out += none(f"rules that could not judge: {said}")

@@ -28,7 +28,7 @@ from perfkit.run import RunWriter
 from perfkit.stages import StageListener, StageRecorder, batch_size
 
 from ._hookclock import HookClock
-from ._lightning import Undo, check, eval_loops, logger_methods, step_based, wrap
+from ._lightning import Undo, check, eval_loops, logger_methods, step_based, total_steps, wrap
 from ._loaders import hook_loaders
 from ._sinks import LoggerSink
 
@@ -169,6 +169,8 @@ class Driver:
             out = original(*args, **kwargs)
             if self.recorder.intervals is not None and step_based(trainer):  # loaders are built now
                 self.recorder.mark_long("train")
+            elif self.recorder.intervals is not None and (steps := total_steps(trainer, "train")) is not None:
+                self.recorder.expect_steps("train", steps)  # a long epoch is cut once its pace says so
             return out
 
         return begins
