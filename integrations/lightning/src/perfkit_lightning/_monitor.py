@@ -223,6 +223,9 @@ class PerfMonitor(PerfkitCallback):
         if self._monitor is not None:
             self._monitor.stage_ended(window)
 
+    def judge_interval(self, window: StageWindow) -> StageWindow:
+        return self._monitor.judge_interval(window) if self._monitor is not None else window
+
     def interval_ended(self, window: StageWindow) -> None:
         if self._monitor is not None:
             self._monitor.interval_ended(window)
