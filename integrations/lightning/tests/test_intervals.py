@@ -294,17 +294,16 @@ def test_a_slower_loader_from_a_planted_step_is_a_change_from_that_step(
     default_plan_fit: Clock, record_property: Any
 ) -> None:
     clock = default_plan_fit
-    called = [
+    called = [  # the planted part's (the step's own time may move too on a machine other work shares)
         (w.steps, v)
         for _, w, _, _ in clock.arrived
         if w.is_interval
         for v in w.verdicts
-        if v.kind == "CHANGE"
+        if (v.kind, v.subject) == ("CHANGE", "data_wait")
     ]
     assert called, [w.verdicts for _, w, _, _ in clock.arrived]
     (first, last), change = called[0]
     record_property("change", (first, last, change.evidence["start_step"]))
-    assert change.subject == "data_wait"
     assert abs(change.evidence["start_step"] - PLANTED) <= last - first + 1  # within the interval's steps
     assert first <= PLANTED <= last  # called in the interval it began in
     began_s = clock.batch_ends[PLANTED - 1] - clock.batch_ends[-1]  # its wait began as the step before ended
