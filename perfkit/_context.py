@@ -24,6 +24,14 @@ calls run to completion and do not check. What it cannot see: two threads
 handed one *thread's* cell through copied contexts made outside any section
 (``contextvars.copy_context().run`` in a thread pool) share its stack.
 
+A path never holds a name twice: recursion folds. A call of a name already open on its path
+(a recursive function, a section re-entered, ``a -> b -> a``) gets the *fold* node of the
+deepest real node open (its *anchor*), an overlay node of series ``NAME.recursion``; a fold's
+children are its anchor's, and a fold re-entered is itself. So a call path 3,000 deep is two
+nodes, its records cost what a flat call's cost, the tree's totals count each outermost call
+once (the re-entries' time is inside it), and the snapshot says where the fold is and how deep
+it went (``Snapshot.recursion``). Real nodes never overlap their own records.
+
 The table is bounded: past ``MAX_ROOTS`` threads, new threads share one root
 (their records are kept, reported as one "other threads" row); past
 ``MAX_NODES`` nodes, new paths map to ``OVERFLOW``, whose records the registry
@@ -45,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._accel import configure
+from .names import recursed_name, recursion_series
 
 MAX_NODES = 200_000
 """Interned nodes per process; past it, new (parent, name) pairs become ``OVERFLOW``."""
@@ -95,6 +104,8 @@ class NodeTable:
         self.overlay: list[bool] = [False, False]
         """Per node: its records overlap their siblings (loop turns, GPU time), so the section tree
         leaves it out. Decided when the node is interned, by whoever interns it first."""
+        self.folds: dict[int, int] = {}
+        """Per fold node (a recursion, see the module docstring): its anchor, whose children it has."""
         self._root_by_thread: dict[ThreadInfo, int] = {}
         self._folded: int | None = None  # the root shared by threads past MAX_ROOTS
         self.max_nodes = MAX_NODES
@@ -130,10 +141,28 @@ class NodeTable:
             if parent == OVERFLOW or self.full:
                 return OVERFLOW
             with self._lock:
-                node = kids.get(parent)
-                if node is None:
-                    node = self._intern(name, parent, self.roots[parent], overlay)
-                    kids[parent] = node
+                node = self._placed(parent, name, overlay)
+        return node
+
+    def _placed(self, parent: int, name: str, overlay: bool) -> int:
+        """``child``'s node, with the lock held: found, interned, or a recursion folded."""
+        kids = (self._overlays if overlay else self._children).setdefault(name, {})
+        node = kids.get(parent)
+        if node is not None:
+            return node
+        if overlay:
+            node = self._intern(name, parent, self.roots[parent], True)
+            if recursed_name(name) is not None:
+                self.folds[node] = parent  # a fold (also one a DataLoader worker's batch names)
+        else:
+            anchor = self.folds.get(parent, parent)
+            if name in self.path(anchor):
+                node = self._placed(anchor, recursion_series(name), True)
+            elif anchor != parent:
+                node = self._placed(anchor, name, False)
+            else:
+                node = self._intern(name, parent, self.roots[parent], False)
+        kids[parent] = node
         return node
 
     def _intern(self, name: str, parent: int, root: int, overlay: bool) -> int:
@@ -187,6 +216,8 @@ class NodeTable:
 
     def reroot(self, node: int, root: int) -> int:
         """The node of ``node``'s path of names under ``root`` (a thread continuing another's section)."""
+        if self.overlay[node]:  # a fold: the same fold of the rerooted anchor
+            return self.child(self.reroot(self.parents[node], root), self.names[node], overlay=True)
         out = root
         for name in self.path(node):
             out = self.child(out, name)

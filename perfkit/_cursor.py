@@ -16,8 +16,9 @@ import numpy as np
 from ._context import NODES, ThreadInfo
 from ._gauges import GaugeData, GaugeRing
 from ._ring import I64, Marks, Ring
-from ._snapshot import NodeTotals, Path
+from ._snapshot import NodeTotals, Path, Recursion
 from ._stats import SeriesData, m2_of
+from .names import recursed_name
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,12 @@ def series_window(ring: Ring, marks: Marks | None, threads: ThreadTable) -> Seri
 def series_windows(
     rings: dict[str, Ring], since: Cursor | None, threads: ThreadTable
 ) -> dict[str, SeriesData]:
-    """Every series with records in the window since ``since`` (or since the start)."""
+    """Every series with records in the window since ``since`` (or since the start); a recursion's
+    re-entries are not a series of their own (``recursion_windows``)."""
     out = {}
     for name, ring in rings.items():
+        if recursed_name(name) is not None:
+            continue
         data = series_window(ring, since.series.get(name) if since else None, threads)
         if data is not None:
             out[name] = data
@@ -112,15 +116,20 @@ def gauge_windows(gauges: dict[str, GaugeRing], since: Cursor | None) -> dict[st
 
 def node_windows(
     nodes: dict[int, list[int]], since: Cursor | None, threads: ThreadTable
-) -> tuple[dict[Path, NodeTotals], dict[tuple[int, str], NodeTotals]]:
-    """Exact totals of the window per path of the tree (threads merged) and per (thread, name)."""
+) -> tuple[dict[Path, NodeTotals], dict[tuple[int, str], NodeTotals], dict[int, int]]:
+    """Exact totals of the window per path of the tree (threads merged) and per (thread, name), and
+    the count of each fold (recursion) node's records."""
     tree: dict[Path, NodeTotals] = {}
     per_thread: dict[tuple[int, str], NodeTotals] = {}
+    folded: dict[int, int] = {}
     before = since.nodes if since else {}
-    names, overlay, roots = NODES.names, NODES.overlay, NODES.roots
+    names, overlay, roots, folds = NODES.names, NODES.overlay, NODES.roots, NODES.folds
     for node, (count, total, errors) in nodes.items():
         c0, t0, e0 = before.get(node, (0, 0, 0))
         if count <= c0:
+            continue
+        if node in folds:
+            folded[node] = count - c0
             continue
         totals = NodeTotals(count - c0, total - t0, errors - e0)
         key = (threads.index_of_root(roots[node]), names[node])
@@ -128,4 +137,40 @@ def node_windows(
         if not overlay[node]:
             path = NODES.path(node)
             tree[path] = tree[path] + totals if path in tree else totals
-    return tree, per_thread
+    return tree, per_thread, folded
+
+
+def recursion_windows(
+    rings: dict[str, Ring], since: Cursor | None, folded: dict[int, int]
+) -> dict[Path, Recursion]:
+    """Each fold's re-entries in the window (``folded``: their count per fold node), by the path they
+    were made at, with the depth their retained records reached."""
+    out: dict[Path, Recursion] = {}
+    kept = {}
+    for node, count in folded.items():
+        series = NODES.names[node]
+        if series not in kept:
+            marks = since.series.get(series) if since else None
+            kept[series] = rings[series].retained_since(marks.written if marks else 0)
+        mine = kept[series].nodes == node
+        depth = 1 + max_open(kept[series].starts_ns[mine], kept[series].durations_ns[mine])
+        path = (*NODES.path(NODES.folds[node]), recursed_name(series) or series)
+        out[path] = out[path] + Recursion(count, depth) if path in out else Recursion(count, depth)
+    return out
+
+
+def max_open(starts: I64, durations: I64) -> int:
+    """The most records open at one instant, a record open from its start to its end included: at a
+    clock too coarse to tell them apart, calls that start together are taken as nested (recursion's
+    case), not as one ending as the next starts.
+
+    >>> import numpy as np
+    >>> max_open(np.array([0, 1, 2, 5]), np.array([10, 8, 1, 1]))  # [2, 3) inside [1, 9) inside [0, 10)
+    3
+    """
+    if not len(starts):
+        return 0
+    times = np.concatenate([starts + durations, starts])
+    steps = np.concatenate([np.full(len(starts), -1, np.int64), np.ones(len(starts), np.int64)])
+    order = np.lexsort((-steps, times))  # at one instant, starts first
+    return int(np.cumsum(steps[order]).max())

@@ -37,7 +37,7 @@ from ._buffer import DRAIN_AT, RegistryCore, take_all
 from ._clock import Clock, monotonic_ns
 from ._context import NODES, get_cell, new_cell
 from ._cursor import Cursor as Cursor
-from ._cursor import ThreadTable, gauge_windows, node_windows, series_windows
+from ._cursor import ThreadTable, gauge_windows, node_windows, recursion_windows, series_windows
 from ._drain import SeriesTable, columns, known
 from ._dropped import INVALID, OVER_CAP, Losses
 from ._gauges import Gauges, check_value
@@ -264,7 +264,7 @@ class Registry(RegistryCore):
             end_ns = self.clock()
             threads = ThreadTable()
             series = series_windows(self._series.rings, since, threads)
-            tree, per_thread = node_windows(self._series.nodes, since, threads)
+            tree, per_thread, folded = node_windows(self._series.nodes, since, threads)
             return Snapshot(
                 series,
                 tree=tree,
@@ -275,6 +275,7 @@ class Registry(RegistryCore):
                 end_ns=end_ns,
                 dropped_in_transfer=self.dropped_in_transfer - (since.dropped_in_transfer if since else 0),
                 dropped=self._lost.since(since),
+                recursion=recursion_windows(self._series.rings, since, folded),
             )
 
     def reset(self) -> None:

@@ -40,6 +40,20 @@ class NodeTotals:
 Path = tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Recursion:
+    """Calls that re-entered a name already open on their path, at one place: ``count`` of them,
+    and ``depth``, the most calls of the name open at once there, the outermost counted (a
+    function that called itself once is 2 deep; from the retained records, so at least that).
+    Their time is inside the outermost call's, where the tree counts it once."""
+
+    count: int
+    depth: int
+
+    def __add__(self, other: Recursion) -> Recursion:
+        return Recursion(self.count + other.count, max(self.depth, other.depth))
+
+
 class Snapshot(Mapping[str, Stats]):
     """Statistics per series over a window; immutable, JSON-serialisable and mergeable.
 
@@ -53,6 +67,17 @@ class Snapshot(Mapping[str, Stats]):
     (1, True)
     >>> perfkit.Snapshot.from_json(snap.to_json()) == snap
     True
+
+    A recursive function is one node of the tree; ``recursion`` says where it re-entered itself,
+    keyed by the path the inner calls were made at, and how deep it went:
+
+    >>> @perfkit.timed("walk", registry=reg)
+    ... def walk(n: int) -> int:
+    ...     return 0 if n == 0 else walk(n - 1)
+    >>> start = reg.cursor(); walk(300); snap = reg.snapshot(since=start)
+    0
+    >>> snap["walk"].count, snap.recursion[("walk", "walk")]
+    (1, Recursion(count=300, depth=301))
     """
 
     __slots__ = (
@@ -63,6 +88,7 @@ class Snapshot(Mapping[str, Stats]):
         "dropped_in_transfer",
         "end_ns",
         "gauges",
+        "recursion",
         "sketched",
         "start_ns",
         "thread_totals",
@@ -83,10 +109,14 @@ class Snapshot(Mapping[str, Stats]):
         dropped_in_transfer: int = 0,
         dropped: Mapping[str, int] | None = None,
         sketched: int = 0,
+        recursion: Mapping[Path, Recursion] | None = None,
     ) -> None:
         self._series = dict(sorted(series.items(), key=lambda kv: -kv[1].total_ns))
         self._stats = {name: data.stats() for name, data in self._series.items()}
         self.tree: Mapping[Path, NodeTotals] = dict(tree or {})
+        self.recursion: Mapping[Path, Recursion] = dict(recursion or {})
+        """Re-entries of a name open on their path (recursion), by the path they were made at (the
+        fold's anchor, then the name): the tree holds each name once per path."""
         self.threads: tuple[ThreadInfo, ...] = tuple(threads)
         self.thread_totals: Mapping[tuple[int, str], NodeTotals] = dict(thread_totals or {})
         """Exact totals per (index into ``threads``, series name): what ``by_thread`` counts."""
@@ -126,6 +156,7 @@ class Snapshot(Mapping[str, Stats]):
             self._series.keys() == other._series.keys()
             and all(self._series[k].same_as(other._series[k]) for k in self._series)
             and self.tree == other.tree
+            and self.recursion == other.recursion
             and self.threads == other.threads
             and self.thread_totals == other.thread_totals
             and self.dropped_in_transfer == other.dropped_in_transfer
@@ -207,10 +238,13 @@ class Snapshot(Mapping[str, Stats]):
             owners = [(s._series[name], m) for s, m in zip(parts, maps, strict=True) if name in s._series]
             series[name] = combine([o[0] for o in owners], [o[1] for o in owners])
         tree: dict[Path, NodeTotals] = {}
+        recursion: dict[Path, Recursion] = {}
         per_thread: dict[tuple[int, str], NodeTotals] = {}
         for snap, m in zip(parts, maps, strict=True):
             for path, totals in snap.tree.items():
                 tree[path] = tree[path] + totals if path in tree else totals
+            for path, fold in snap.recursion.items():
+                recursion[path] = recursion[path] + fold if path in recursion else fold
             for (ti, name), totals in snap.thread_totals.items():
                 key = (int(m[ti]), name)
                 per_thread[key] = per_thread[key] + totals if key in per_thread else totals
@@ -233,6 +267,7 @@ class Snapshot(Mapping[str, Stats]):
             dropped_in_transfer=sum(s.dropped_in_transfer for s in parts),
             dropped=dropped,
             sketched=max(s.sketched for s in parts),
+            recursion=recursion,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -249,6 +284,11 @@ class Snapshot(Mapping[str, Stats]):
             "dropped": dict(self.dropped),
             **({"sketched": self.sketched} if self.sketched else {}),
             "tree": [{"path": list(p), **asdict(t)} for p, t in self.tree.items()],
+            **(
+                {"recursion": [{"path": list(p), **asdict(r)} for p, r in self.recursion.items()]}
+                if self.recursion
+                else {}
+            ),
             "series": {
                 name: {
                     "stats": asdict(self._stats[name]),
@@ -321,6 +361,10 @@ class Snapshot(Mapping[str, Stats]):
             start_ns=f.integer(doc, "start_ns", "", low=None),
             end_ns=f.integer(doc, "end_ns", "", low=None),
             sketched=f.integer(doc, "sketched", "") if "sketched" in doc else 0,
+            recursion=dict(
+                _recursion_row(f, t, f"recursion[{i}]")
+                for i, t in enumerate(f.items(f.get(doc, "recursion", "", []), "recursion"))
+            ),
         )
 
     def to_json(self) -> str:
@@ -363,12 +407,21 @@ def _totals(f: Fields, t: dict[str, Any], where: str) -> NodeTotals:
     return NodeTotals(count, f.integer(t, "total_ns", where), errors)
 
 
-def _tree_row(f: Fields, raw: object, where: str) -> tuple[Path, NodeTotals]:
-    t = f.mapping(raw, where)
+def _path(f: Fields, t: dict[str, Any], where: str) -> Path:
     path = f.items(f.get(t, "path", where), f"{where}.path")
     if not path or not all(isinstance(p, str) for p in path):
         raise f.fail(f"{where}.path", f"must be a non-empty list of names, got {path!r}"[:120])
-    return tuple(path), _totals(f, t, where)
+    return tuple(path)
+
+
+def _tree_row(f: Fields, raw: object, where: str) -> tuple[Path, NodeTotals]:
+    t = f.mapping(raw, where)
+    return _path(f, t, where), _totals(f, t, where)
+
+
+def _recursion_row(f: Fields, raw: object, where: str) -> tuple[Path, Recursion]:
+    t = f.mapping(raw, where)
+    return _path(f, t, where), Recursion(f.integer(t, "count", where), f.integer(t, "depth", where, low=1))
 
 
 def _thread_total(f: Fields, raw: object, where: str, n_threads: int) -> tuple[tuple[int, str], NodeTotals]:

@@ -29,6 +29,8 @@ Records of a stage epoch:
 ``STAGE.optimizer_step``    the optimizer's step inside a step, where a framework says when it
                             runs (the Hugging Face Trainer: one per gradient-accumulation cycle)
 ``NAME.gpu``                the GPU time of a ``cuda=True`` section or ``@timed`` function
+``NAME.recursion``          calls of ``NAME`` made while a call of it was open on their path
+                            (recursion): counted, and how deep, never added to a tree's time
 ``dist.wait``               a ``torch.distributed`` collective called from Python (``perfkit run``)
 ``dist.grad_wait``          one per DDP step: how long the rank waited for its gradient all-reduce
                             past its own backward (``perfkit.torch.time_gradient_sync``); inside
@@ -214,6 +216,7 @@ MODULE_HOOK = ".module_hook."
 LOGGER = ".logger."
 LOADER_SETUP = ".loader_setup"
 GPU = ".gpu"
+RECURSION = ".recursion"
 
 RUN_DIR_NAME = "perfkit-run"
 """The run directory's default folder name (under a log or output folder, or the working one).
@@ -395,6 +398,21 @@ def optimizer_series(stage: str) -> str:
 def gpu_series(name: str) -> str:
     """The GPU time of section or function ``name`` (``cuda=True``)."""
     return name + GPU
+
+
+def recursion_series(name: str) -> str:
+    """The calls of section or function ``name`` made inside an open one (recursion): a call path
+    that re-enters a name folds into one node (``perfkit._context``), whose records these are.
+
+    >>> recursion_series("walk"), recursed_name("walk.recursion"), recursed_name("walk")
+    ('walk.recursion', 'walk', None)
+    """
+    return name + RECURSION
+
+
+def recursed_name(series: str) -> str | None:
+    """The name whose recursion ``series`` records (``recursion_series``' inverse), else None."""
+    return series[: -len(RECURSION)] if series.endswith(RECURSION) and len(series) > len(RECURSION) else None
 
 
 def stage_loaders(series: Iterable[str], loader: str) -> list[str]:

@@ -12,6 +12,7 @@ explain.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from .._loader_trial import TrialResult
 from .._rule import Abstention, Rule, Verdict
@@ -30,14 +31,16 @@ loaded machine is of that size)."""
 
 
 def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule[Case]] = RULES) -> Diagnosis:
-    """Judge every stage of ``run`` (a run directory read by ``perfkit.run.read_run``)."""
-    return diagnose_windows(
+    """Judge every stage of ``run`` (a run directory read by ``perfkit.run.read_run``); the changes
+    its interval windows called are its ``changes``."""
+    diagnosis = diagnose_windows(
         [w.window for w in sorted(run.windows, key=lambda w: w.start_ns)],
         cores=cores,
         rules=rules,
         lost=_lost(run),
         trials=run.trials,
     )
+    return replace(diagnosis, changes=_changes(run))
 
 
 def diagnose_windows(
@@ -139,6 +142,20 @@ def _memory(windows: Iterable[StageWindow]) -> dict[str, float]:
             if name.endswith("_mb") and not name.startswith("system."):  # peaks of use, not of free memory
                 peaks[name] = max(peaks.get(name, 0.0), g.max)
     return peaks
+
+
+def _changes(run: RunData) -> tuple[Verdict, ...]:
+    """Each CHANGE the run's intervals called, once: a change in force is called again by every
+    interval after it, with the step it began at."""
+    seen: set[tuple[str | None, int | None, str | None, float | None]] = set()
+    out = []
+    for x in run.intervals:
+        for v in x.verdicts:
+            key = (v.stage, v.epoch, v.subject, v.evidence.get("start_step"))
+            if v.kind == "CHANGE" and key not in seen:
+                seen.add(key)
+                out.append(v)
+    return tuple(out)
 
 
 def _lost(run: RunData) -> dict[str, float]:

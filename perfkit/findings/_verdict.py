@@ -54,6 +54,9 @@ class Diagnosis:
     stages: tuple[StageSummary, ...] = ()
     memory_peaks_mb: Mapping[str, float] = field(default_factory=dict)
     lost: Mapping[str, float] = field(default_factory=dict)
+    changes: tuple[Verdict, ...] = ()
+    """The CHANGE verdicts of the run's interval windows, each once (the interval that first called
+    it), oldest first: what moved while the run went on, from which step and when."""
 
     @property
     def top(self) -> Verdict | None:
@@ -69,4 +72,5 @@ class Diagnosis:
             "stages": {s.stage: s.to_dict() for s in self.stages},
             "memory_peaks_mb": dict(self.memory_peaks_mb),
             "lost": dict(self.lost),
+            "changes": [v.to_dict() for v in self.changes],
         }

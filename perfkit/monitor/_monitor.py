@@ -113,18 +113,27 @@ class StageMonitor(StageListener):
                 if stage == "train":
                     self.flush()
 
+    def judge_interval(self, window: StageWindow) -> StageWindow:
+        """The interval with its provisional verdict and its changes against the intervals before (as
+        another monitor of the same recorder judged it, where one did)."""
+        if not self.watches(window.stage) or not self.publish or window.scope == "warmup" or window.verdicts:
+            return window
+        top = self.top_verdict(window)
+        changes = self._timelines.setdefault(window.stage, Timeline()).judge(window)
+        return replace(window, verdicts=(*([top] if top is not None else []), *changes))
+
     def interval_ended(self, window: StageWindow) -> None:
         stage = window.stage
         if not self.watches(stage) or not self.publish:  # an interval is the publishing rank's own
             return
         if window.scope == "warmup":
             self._warmups[stage] = window  # said with the first interval: what was left out, and why
+            self._timelines.setdefault(stage, Timeline()).begin(window)  # a change's time is from here
             return
         prefix = f"{self.prefix}/interval"
         metrics = stage_metrics(window, prefix=prefix, user_series=self.user_series)
-        top = self.top_verdict(window)
-        changes = self._timelines.setdefault(stage, Timeline()).judge(window)
-        window = replace(window, verdicts=(*([top] if top is not None else []), *changes))
+        top = next((v for v in window.verdicts if v.kind != "CHANGE"), None)  # judge_interval's
+        changes = [v for v in window.verdicts if v.kind == "CHANGE"]
         self.last_interval_metrics[stage] = metrics
         step = self.interval_step_of(stage) if self.interval_step_of is not None else self._published
         self.fanout.emit(window, metrics, step)

@@ -6,8 +6,8 @@ compares their signatures with the fields below); each adds only what its framew
 adapter builds one ``Options`` in its constructor, so a bad value is refused there, naming the
 parameter and the value, not when training starts.
 
->>> Options(stages=["val"], interval_s=30).intervals_plan()
-Intervals(steps=None, seconds=30, warmup_steps=10, always=True, long_after_s=180.0)
+>>> Options(stages=["val"], interval_s=30).intervals_plan().seconds
+30
 >>> Options(merge_timeout_s=0)
 Traceback (most recent call last):
 ...
@@ -49,7 +49,8 @@ class Options:
     - ``registry``: where records go (None: the current one).
     - ``sinks``: more ``perfkit.sinks`` sinks, each given every window's metrics.
     - ``intervals``, ``interval_steps``, ``interval_s``, ``warmup_steps``: a long epoch's interval
-      windows (``perfkit.stages.Intervals``; None: long epochs only, True: every epoch, False: never).
+      windows (None: long epochs only, on the default plan; True: every epoch; False: never; or a
+      ``perfkit.stages.Intervals``, a plan of one's own).
     - ``time_gradient_sync``: under DDP, time each rank's wait for the gradient all-reduce.
     - ``merge_timeout_s``: how long ranks wait for each other at an epoch's end to merge their windows.
     """
@@ -66,7 +67,7 @@ class Options:
     user_series: bool = True
     registry: Registry | None = None
     sinks: Sequence[Sink] = field(default=())
-    intervals: bool | None = None
+    intervals: bool | Intervals | None = None
     interval_steps: int | None = None
     interval_s: float | None = None
     warmup_steps: int = 10

@@ -231,6 +231,8 @@ class ScriptWindow(StageListener):
         rec = self.session.recorder
         if not hasattr(iterable, "__len__"):  # a stream: its epoch may never end, so cut it from the start
             rec.mark_long(self.stage)
+        elif isinstance(steps := _length(iterable), int):  # a long epoch is cut once its pace says so
+            rec.expect_steps(self.stage, steps)
         loop = self._timed(iterable, self._loader(iterable, rec), rec)
         self._loops.append(loop)
         return loop
@@ -280,3 +282,11 @@ def distributed_rank() -> int:
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return 0
     return int(dist.get_rank())
+
+
+def _length(iterable: object) -> int | None:
+    """``len(iterable)``, None where it has none after all (a DataLoader over an IterableDataset)."""
+    try:
+        return len(iterable)  # type: ignore[arg-type]
+    except TypeError:
+        return None

@@ -249,6 +249,19 @@ class Session(StageListener):
     def interval_ended(self, window: StageWindow) -> None:
         self._each("interval_ended", window)
 
+    def judge_interval(self, window: StageWindow) -> StageWindow:
+        """The interval as every listener judged it (the monitor's provisional verdict and CHANGE),
+        before any receives it."""
+        for listener in [*([self.monitor] if self.monitor is not None else []), *self._listeners]:
+            try:
+                window = listener.judge_interval(window)
+            except Exception as exc:  # a listener's fault must not stop training, nor the others
+                name = type(listener).__name__
+                self._warn(
+                    f"listener:{name}:judge_interval", f"perfkit: {name}.judge_interval failed: {exc!r}"
+                )
+        return window
+
     def _each(self, event: str, *args: Any) -> None:
         targets = [*([self.monitor] if self.monitor is not None else []), *self._listeners]
         for listener in targets:

@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -138,6 +139,10 @@ class ProcessSource:
     workers' USS (the pages only that worker has) and PSS (its pages, shared ones divided among the
     processes sharing them) are read too, every ``full_s`` (about 150 µs per worker: too dear
     for every sample), beside their RSS: ``workers.uss_mb``, ``workers.pss_mb``, ``workers.rss_mb``.
+    A worker is left out of them until it has run ``full_s``: reading them walks its page tables
+    under its memory map's lock, which a worker just forked from a large process holds up (25 ms
+    a read measured on this project's VM under load, up to 100 ms), so a read in a worker's first
+    moments delayed its start, and each epoch's first batch, when workers are not persistent.
     """
 
     name = "process"
@@ -149,12 +154,15 @@ class ProcessSource:
         pid: int | None = None,
         relist_s: float = 0.0,
         full_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._module = psutil
+        self._clock = clock
         self._pid = pid
         self._ps: Any = None
         self._proc: Any = None
         self._children: dict[int, Any] = {}
+        self._seen: dict[int, float] = {}  # when each child was first listed (monotonic)
         # Listing children reads a file per thread of this process (about 25 µs with torch's
         # threads): every sample by default, so workers started for a new epoch show at once.
         self._relist_s = relist_s
@@ -193,7 +201,7 @@ class ProcessSource:
             alive += 1
         out["workers.rss_mb"] = total
         out["workers.count"] = float(alive)
-        now = time.monotonic()
+        now = self._clock()
         if alive and now - self._full_at >= self._full_s:
             self._full_at = now
             out.update(self._unique_memory(warn))
@@ -204,7 +212,10 @@ class ProcessSource:
         ps = self._ps
         out: dict[str, float] = {}
         uss = pss = 0.0
+        settled = self._clock() - self._full_s
         for i, child in enumerate(self._children[pid] for pid in sorted(self._children)):
+            if self._seen.get(child.pid, settled) > settled:  # still starting: its USS another time
+                continue
             try:
                 full = child.memory_full_info()
             except (ps.NoSuchProcess, ps.AccessDenied):
@@ -215,6 +226,8 @@ class ProcessSource:
             out[worker_uss_gauge(i)] = full.uss / _MB
             uss += full.uss / _MB
             pss += getattr(full, "pss", 0) / _MB
+        if not out:  # every worker still starting
+            return {}
         out[WORKERS_USS] = uss
         if pss:
             out["workers.pss_mb"] = pss
@@ -222,7 +235,7 @@ class ProcessSource:
 
     def _current_children(self, warn: WarnOnce) -> list[Any]:
         ps = self._ps
-        now = time.monotonic()
+        now = self._clock()
         if now - self._listed_at < self._relist_s:
             return [self._children[pid] for pid in sorted(self._children)]
         self._listed_at = now
@@ -241,13 +254,16 @@ class ProcessSource:
                     child = ps.Process(pid)
                 except ps.NoSuchProcess:
                     continue
+                self._seen[pid] = now
             children[pid] = child
         # Keep psutil.Process objects between samples: they notice pid reuse and cost less.
         self._children = children
+        self._seen = {pid: self._seen[pid] for pid in children}
         return [children[pid] for pid in sorted(children)]
 
     def close(self) -> None:
         self._children = {}
+        self._seen = {}
 
 
 def _proc_children(pid: int) -> list[int] | None:

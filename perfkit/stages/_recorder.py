@@ -64,6 +64,12 @@ class StageListener:
         """An interval (or the warm-up) of a stage epoch still running ended: its window, this
         rank's (``window.scope``, ``window.steps``; see ``perfkit.stages.Intervals``)."""
 
+    def judge_interval(self, window: StageWindow) -> StageWindow:
+        """An interval before any listener receives it: the window with this listener's verdicts
+        (a monitor's provisional verdict and its changes), so that every listener, a run directory's
+        among them, gets them; the window itself by default."""
+        return window
+
 
 def check_listeners(listeners: object) -> tuple[StageListener, ...]:
     """``listeners`` as a tuple, each a ``StageListener``; else a ``TypeError`` naming the odd one."""
@@ -244,6 +250,14 @@ class StageRecorder:
         state = self._open.get(stage)
         if state is not None and state.cuts is not None:
             state.cuts.on = True
+
+    def expect_steps(self, stage: str, steps: int) -> None:
+        """``stage``'s open epoch will also run ``steps`` steps (a loader's length): with ``intervals``
+        set, an epoch whose pace after the warm-up projects it past ``long_after_s`` is cut from its
+        first interval on, not only once it has run that long."""
+        state = self._open.get(stage)
+        if state is not None and state.cuts is not None:
+            state.cuts.expected = (state.cuts.expected or 0) + steps
 
     def discard(self, stage: str) -> None:
         """Close the ``stage`` epoch without a window (a loop that turned out to have nothing to run)."""
@@ -482,6 +496,14 @@ class StageRecorder:
         )
         window = replace(window, scope=cuts.advance(state.steps, self.registry.clock()))
         cuts.samples_at, cuts.nested_at = state.samples, state.nested_s
+        for listener in self._listeners:
+            try:
+                window = listener.judge_interval(window)
+            except Exception as exc:  # a listener's fault must not stop training
+                name = type(listener).__name__
+                self._warn(
+                    f"listener:{name}:judge_interval", f"perfkit: {name}.judge_interval failed: {exc!r}"
+                )
         self._notify("interval_ended", window)
 
     def _reference(self) -> float | None:

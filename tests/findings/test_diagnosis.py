@@ -46,6 +46,7 @@ def test_the_json_is_the_documented_format(run_dir: Path, capsys: pytest.Capture
         "stages",
         "memory_peaks_mb",
         "lost",
+        "changes",
         "problems",
         "job",
         "jobs",

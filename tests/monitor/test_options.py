@@ -62,7 +62,7 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"sample_interval_s": 0}, ValueError, "sample_interval_s must be a finite number in (0, 3600], got 0"),
     ({"registry": "default"}, TypeError, "registry must be a perfkit.Registry"),
     ({"sinks": [object()]}, TypeError, "has no emit(window, metrics, step) method"),
-    ({"intervals": "yes"}, TypeError, "intervals must be True, False or None"),
+    ({"intervals": "yes"}, TypeError, "intervals must be True, False, None (long epochs only) or a"),
     ({"interval_steps": 0}, ValueError, "interval_steps must be an int >= 1, got 0"),
     ({"interval_s": -1.0}, ValueError, "interval_s must be a finite number"),
     ({"warmup_steps": -1}, ValueError, "warmup_steps must be an int >= 0, got -1"),

@@ -120,11 +120,21 @@ def test_nvml_without_per_process_figures_omits_them() -> None:
     assert not any(k.endswith("process_memory_mb") for k in source.sample(WarnOnce()))
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_process_source_measures_a_process_and_its_real_children() -> None:
-    family = Family(3)
+    family, clock = Family(3), Clock()
     try:
-        source = ProcessSource(pid=family.parent.pid)
+        source = ProcessSource(pid=family.parent.pid, clock=clock)
         source.open()
+        source.sample(WarnOnce())
+        clock.now += 1.0  # the workers have settled: their USS is read
         values = source.sample(WarnOnce())
     finally:
         family.close()
@@ -136,6 +146,26 @@ def test_process_source_measures_a_process_and_its_real_children() -> None:
     # what the workers cost on their own, beside their RSS (which counts shared pages too)
     assert 0 < values["workers.uss_mb"] < values["workers.pss_mb"] < values["workers.rss_mb"]
     assert values["workers.uss_mb"] == pytest.approx(sum(values[f"worker{i}.uss_mb"] for i in range(3)))
+
+
+def test_a_worker_in_its_first_second_has_its_rss_read_but_not_its_page_tables() -> None:
+    """Reading a worker's USS walks its page tables under its memory map's lock: in its first
+    moments (forking, its first batch) that held up its start, and each epoch's first batch."""
+    family, clock = Family(2), Clock()
+    try:
+        source = ProcessSource(pid=family.parent.pid, clock=clock)
+        source.open()
+        young = source.sample(WarnOnce())
+        clock.now += 0.5
+        still = source.sample(WarnOnce())
+        clock.now += 0.5
+        settled = source.sample(WarnOnce())
+    finally:
+        family.close()
+    assert young["workers.count"] == still["workers.count"] == 2.0
+    assert "workers.uss_mb" not in young
+    assert "workers.uss_mb" not in still  # a read is due once a second; the workers are not yet a second old
+    assert settled["workers.uss_mb"] > 0
 
 
 class ChildExitsWhenRead:

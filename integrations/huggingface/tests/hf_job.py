@@ -53,14 +53,20 @@ def model() -> BertForSequenceClassification:
 
 @dataclass
 class SlowCollate:
-    """Stacks a batch after sleeping ``sleep_s``; ``spent_s`` is its own clock's total (in this process)."""
+    """Stacks a batch after sleeping ``sleep_s`` (``slow_s`` from its ``slow_from``-th call on);
+    ``spent_s`` is its own clock's total (in this process)."""
 
     sleep_s: float
+    slow_from: int | None = None
+    slow_s: float = 0.0
     spent_s: float = 0.0
+    calls: int = 0
 
     def __call__(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         t0 = time.perf_counter()
-        time.sleep(self.sleep_s)
+        slow = self.slow_from is not None and self.calls >= self.slow_from
+        self.calls += 1
+        time.sleep(self.slow_s if slow else self.sleep_s)
         batch = {k: torch.stack([x[k] for x in items]) for k in items[0]}
         self.spent_s += time.perf_counter() - t0
         return batch
@@ -91,9 +97,10 @@ def trainer(
     epochs: int = 2,
     samples: int = 64,
     max_steps: int = -1,
+    collate: SlowCollate | None = None,
     **perf: Any,
 ) -> tuple[Trainer, Clock, PerfkitCallback]:
-    collate = SlowCollate(sleep_s)
+    collate = collate or SlowCollate(sleep_s)
     clock = Clock(collate)
     callback = PerfkitCallback(sample_resources=False, **perf)
     args = TrainingArguments(

@@ -12,14 +12,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from perfkit.findings import diagnose
 from perfkit.names import RUN_DIR_NAME, fetch_series
 from perfkit.run import read_run
+from perfkit.stages import Intervals
 
-from .hf_job import dataset, trainer
+from .hf_job import SlowCollate, dataset, trainer
 
 HERE = Path(__file__).parent
 
@@ -70,6 +72,32 @@ def test_a_run_on_max_steps_is_cut_into_interval_windows_as_a_script_is(tmp_path
     assert [x.steps for x in intervals] == [(10, 29), (30, 49)]
     logged = [h for h in t.state.log_history if "perf/interval/train/steps" in h]
     assert [h["perf/interval/train/steps"] for h in logged] == [20, 20]
+
+
+def test_a_slower_collate_from_a_planted_step_of_a_max_steps_run_is_a_change_from_that_step(
+    tmp_path: Path, record_property: Any
+) -> None:
+    """The default plan, 16 times faster (a first interval of 18 steps, then 36, 72...): each batch
+    takes 5 ms to collate, 20 ms from the 100th; the change is called in the interval it began in."""
+    planted, default = 100, Intervals()
+    scaled = Intervals(
+        first_s=default.first_s / 16, first_steps=default.first_steps // 16, steady_s=default.steady_s / 16
+    )
+    t, _, _ = trainer(
+        tmp_path, samples=4 * 220, max_steps=220, collate=SlowCollate(0.005, planted, 0.02), intervals=scaled
+    )
+    t.train()
+    intervals = read_run(tmp_path / RUN_DIR_NAME).intervals
+    # the planted part's changes (the step's own time may move too on a machine other work shares)
+    called = [
+        (x.steps, v) for x in intervals for v in x.verdicts if (v.kind, v.subject) == ("CHANGE", "data_wait")
+    ]
+    assert called, [(x.steps, x.verdicts) for x in intervals]
+    (first, last), change = called[0]
+    record_property("change", (first, last, change.evidence["start_step"]))
+    assert abs(change.evidence["start_step"] - planted) <= last - first + 1  # within the interval's steps
+    assert change.evidence["after_s"] > 2.5 * change.evidence["before_s"]  # 20 ms against 5 ms a batch
+    assert last >= planted - 1  # none before it
 
 
 def test_accelerates_look_ahead_is_no_epoch_boundary_and_the_advice_names_a_worker_count(

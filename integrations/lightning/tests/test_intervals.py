@@ -7,6 +7,7 @@ loader, and at each batch's end) give the truth the provisional verdicts are che
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import time
@@ -23,7 +24,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from perfkit.run import read_run
 from perfkit.sinks import Sink
-from perfkit.stages import StageWindow
+from perfkit.stages import Intervals, StageWindow
 
 from .planted import Plan
 from .planted import fit as planted_fit
@@ -51,15 +52,17 @@ CLOCK = Clock()
 
 
 class Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
-    """An endless stream of rows, each ``row_s`` seconds to read (a slow shard)."""
+    """An endless stream of rows, each ``row_s`` seconds to read (a slow shard), ``slow_row_s`` from
+    row ``slow_from`` on."""
 
-    def __init__(self, row_s: float) -> None:
-        self.row_s = row_s
+    def __init__(self, row_s: float, slow_from: int | None = None, slow_row_s: float = 0.0) -> None:
+        self.row_s, self.slow_from, self.slow_row_s = row_s, slow_from, slow_row_s
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         g = torch.Generator().manual_seed(0)
-        while True:
-            time.sleep(self.row_s)
+        for row in itertools.count():
+            slow = self.slow_from is not None and row >= self.slow_from
+            time.sleep(self.slow_row_s if slow else self.row_s)
             x = torch.randn(8, generator=g)
             yield x, x.sum(0, keepdim=True)
 
@@ -85,11 +88,17 @@ class Model(L.LightningModule):
     """A linear model whose step sleeps ``step_s``, and ``slow_s`` from step ``slow_from`` on."""
 
     def __init__(
-        self, row_s: float, step_s: float, slow_from: int | None = None, slow_s: float = 0.0
+        self,
+        row_s: float,
+        step_s: float,
+        slow_from: int | None = None,
+        slow_s: float = 0.0,
+        stream: Stream | None = None,
     ) -> None:
         super().__init__()
         self.layer = torch.nn.Linear(8, 1)
         self.row_s, self.step_s, self.slow_from, self.slow_s = row_s, step_s, slow_from, slow_s
+        self.stream = stream or Stream(row_s)
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
@@ -101,7 +110,7 @@ class Model(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
     def train_dataloader(self) -> TimedLoader:
-        return TimedLoader(Stream(self.row_s), batch_size=4)
+        return TimedLoader(self.stream, batch_size=4)
 
 
 class Stamps(Callback):
@@ -238,3 +247,67 @@ def test_a_short_epoch_fit_is_as_before_intervals(tmp_path: Path, caplog: pytest
     assert not any("provisional" in line for line in said[1])
     assert sum(line.startswith(" train epoch #: # steps") for line in said[0]) == 2
     assert windows[0] == windows[1]
+
+
+SCALE = 16
+"""The default plan, 16 times faster: a fit of about 4.4 s stands for the issue's 70 s one."""
+DEFAULT = Intervals()
+SCALED = Intervals(
+    first_s=DEFAULT.first_s / SCALE,
+    first_steps=DEFAULT.first_steps // SCALE,
+    steady_s=DEFAULT.steady_s / SCALE,
+)
+PLANTED = 100  # the step from which each batch takes 20 ms to read rather than 5
+
+
+@pytest.fixture(scope="module")
+def default_plan_fit(tmp_path_factory: pytest.TempPathFactory) -> Clock:
+    """A step-based fit on the default plan, scaled: 5 ms of data and 4 ms of step per batch, the
+    data 20 ms from step ``PLANTED``; what perfkit sent, and when, on the test's clock."""
+    tmp = tmp_path_factory.mktemp("default_plan")
+    monitor = PerfMonitor(
+        sample_resources=False, run_dir=str(tmp / "run"), sinks=[Arrivals()], intervals=SCALED
+    )
+    stream = Stream(0.00125, slow_from=4 * PLANTED, slow_row_s=0.005)  # 4 rows a batch
+    fit(tmp, Model(row_s=0.0, step_s=0.004, stream=stream), 220, monitor)
+    clock = Clock()
+    clock.__dict__.update(CLOCK.__dict__)
+    return clock
+
+
+def test_the_first_answer_comes_within_a_quarter_of_the_fit_and_is_right(
+    default_plan_fit: Clock, record_property: Any
+) -> None:
+    clock = default_plan_fit
+    t, first, _, _ = next(x for x in clock.arrived if x[1].is_interval)
+    top = first.verdicts[0]
+    start, fit_s = clock.batch_ends[-1], clock.fit_end - clock.batch_ends[-1]
+    truth = clock.share_of_waits(*(first.steps or (0, 0)))
+    record_property("first_arrived_s", round(t - start, 2))
+    record_property("fit_s", round(fit_s, 2))
+    record_property("share_vs_truth", (round(top.share, 3), round(truth, 3)))
+    assert first.steps == (10, 10 + SCALED.first_steps - 1)  # after the warm-up, the plan's first
+    assert t - start < fit_s / 4
+    assert top.kind == "INPUT_BOUND"
+    assert top.share == pytest.approx(truth, abs=TOLERANCE)
+
+
+def test_a_slower_loader_from_a_planted_step_is_a_change_from_that_step(
+    default_plan_fit: Clock, record_property: Any
+) -> None:
+    clock = default_plan_fit
+    called = [  # the planted part's (the step's own time may move too on a machine other work shares)
+        (w.steps, v)
+        for _, w, _, _ in clock.arrived
+        if w.is_interval
+        for v in w.verdicts
+        if (v.kind, v.subject) == ("CHANGE", "data_wait")
+    ]
+    assert called, [w.verdicts for _, w, _, _ in clock.arrived]
+    (first, last), change = called[0]
+    record_property("change", (first, last, change.evidence["start_step"]))
+    assert abs(change.evidence["start_step"] - PLANTED) <= last - first + 1  # within the interval's steps
+    assert first <= PLANTED <= last  # called in the interval it began in
+    began_s = clock.batch_ends[PLANTED - 1] - clock.batch_ends[-1]  # its wait began as the step before ended
+    assert change.evidence["start_s"] == pytest.approx(began_s, abs=0.25)
+    assert change.evidence["after_s"] > 2.5 * change.evidence["before_s"]  # 20 ms against 5 ms a batch

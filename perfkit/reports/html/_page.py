@@ -20,7 +20,7 @@ from ..._units import format_seconds
 from ...findings import Diagnosis, diagnose
 from ...names import stage_label
 from ...run import REPORT_FILE, RunData, RunWindow, read_run
-from ..text._snapshot import HEAD, tree_rows
+from ..text._snapshot import HEAD, RECURSION_NOTE, tree_rows
 from ._pieces import e, none, plot_or, table
 from ._profiler import profiler_section
 
@@ -162,6 +162,11 @@ def _findings(diagnosis: Diagnosis, problems: Sequence[str]) -> str:
         if rows
         else none("no verdict: no rule of perfkit crossed its threshold")
     )
+    if diagnosis.changes:
+        out += "<h3>Changes while it ran</h3>" + table(
+            ["stage epoch", "what moved, from which step", "what to do"],
+            [[f"{v.stage} {v.epoch}", v.said, v.action] for v in diagnosis.changes],
+        )
     if diagnosis.abstentions:
         said = "; ".join(f"{a.rule} ({a.stage}): no {a.missing}" for a in diagnosis.abstentions)
         out += none(f"rules that could not judge: {said}")
@@ -185,6 +190,8 @@ def _time(windows: Sequence[RunWindow], split: str | None, workers: str | None) 
             out += table(
                 ["section", *HEAD, "errors"], [[label, *cells] for label, cells in rows], first_class="tree"
             )
+            if snapshot.recursion:
+                out += none(RECURSION_NOTE)
             trees += 1
     if not trees:
         out += none("no sections recorded")

@@ -58,6 +58,13 @@ def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
                 wrap(safe(v.said), width, "       "),
                 wrap(f"-> {safe(v.action)}", width, "       "),
             ]
+    if diagnosis.changes:
+        lines += ["", "Changes while it ran (interval windows against the ones before):"]
+        for v in diagnosis.changes:
+            lines += [
+                wrap(f"  CHANGE {safe(v.said)}", width, "       "),
+                wrap(f"-> {safe(v.action)}", width, "       "),
+            ]
     if diagnosis.context:
         lines += ["", "Context (true, each under the run's floor of what is worth acting on):"]
         lines += [

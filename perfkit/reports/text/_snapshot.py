@@ -2,7 +2,9 @@
 
 Rows are paths of the tree (siblings sorted by total time) with their exact
 count, total, self time (total minus the children's) and mean; p95 and max
-come from the series of that name. Loops timed with ``timed_iter`` get their
+come from the series of that name. A recursion is one row of the tree with a
+``↻`` row under it: the calls that re-entered it there, and how deep it went (their
+time is inside the outer call's). Loops timed with ``timed_iter`` get their
 own lines with the share of each turn spent waiting for the next item.
 """
 
@@ -17,6 +19,10 @@ from ..._snapshot import NodeTotals, Path, Snapshot
 from ..._units import format_seconds
 
 HEAD = ("count", "total", "self", "mean", "p95", "max")
+RECURSED = "↻"
+RECURSION_NOTE = (
+    f"{RECURSED} = calls made inside an open call of the same name: their time is in the outer call"
+)
 
 
 def snapshot_text(snapshot: Snapshot | None = None) -> str:
@@ -43,6 +49,8 @@ def snapshot_text(snapshot: Snapshot | None = None) -> str:
             (label.ljust(width) + "".join(c.rjust(11) for c in cells)).rstrip() for label, cells in rows
         ]
         lines.append("self = total minus the sections inside; p95 and max are over every record of that name")
+        if snap.recursion:
+            lines.append(RECURSION_NOTE)
     loops = _loop_lines(snap)
     if loops:
         lines += ["", "loops (timed_iter): share of each turn spent waiting for the next item", *loops]
@@ -72,6 +80,9 @@ def tree_rows(snap: Snapshot) -> list[tuple[str, list[str]]]:
     children: dict[Path, list[Path]] = {}
     for path in tree:
         children.setdefault(path[:-1], []).append(path)
+    folds: dict[Path, list[Path]] = {}
+    for path in snap.recursion:
+        folds.setdefault(path[:-1], []).append(path)
     rows: list[tuple[str, list[str]]] = []
 
     def total_of(p: Path) -> int:
@@ -88,12 +99,22 @@ def tree_rows(snap: Snapshot) -> list[tuple[str, list[str]]]:
             )
         )
         inner = "" if depth == 0 else prefix + ("   " if tail else "│  ")
+        for i, fold in enumerate(sorted(folds.get(path, []))):
+            rows.append(
+                _fold_row(snap, fold, inner + ("└─ " if i == len(folds[path]) - 1 and not kids else "├─ "))
+            )
         for i, kid in enumerate(kids):
             walk(kid, inner, i == len(kids) - 1, depth + 1)
 
     for root in sorted(children.get((), []), key=total_of, reverse=True):
         walk(root, "", True, 0)
     return rows
+
+
+def _fold_row(snap: Snapshot, path: Path, branch: str) -> tuple[str, list[str]]:
+    """A recursion under the row it re-entered at: its calls, and how deep (no time of its own)."""
+    fold = snap.recursion[path]
+    return f"{branch}{RECURSED} {display_name(path[-1])}, {fold.depth:,} deep", [str(fold.count), *[""] * 6]
 
 
 def _cells(snap: Snapshot, name: str, node: NodeTotals, children_ns: int) -> list[str]:

@@ -41,7 +41,7 @@ import perfkit.torch
 from perfkit.monitor import Host, Options, Session, console_logger, say_through
 from perfkit.names import RUN_DIR_NAME
 from perfkit.sinks import Sink
-from perfkit.stages import StageWindow, batch_size
+from perfkit.stages import Intervals, StageWindow, batch_size
 
 from ._trainer import StageLoader, find_trainer, wrap_loaders
 
@@ -103,7 +103,7 @@ class PerfkitCallback(TrainerCallback):
         user_series: bool = True,
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
-        intervals: bool | None = None,
+        intervals: bool | Intervals | None = None,
         interval_steps: int | None = None,
         interval_s: float | None = None,
         warmup_steps: int = 10,

@@ -32,7 +32,7 @@ from perfkit.stages import StageListener, StageRecorder, batch_size
 
 from ._console import say
 from ._hookclock import HookClock
-from ._lightning import Undo, check, eval_loops, log_step, logger_methods, step_based, wrap
+from ._lightning import Undo, check, eval_loops, log_step, logger_methods, step_based, total_steps, wrap
 from ._loaders import hook_loaders
 from ._sinks import LoggerSink
 
@@ -188,6 +188,8 @@ class Driver:
             out = original(*args, **kwargs)
             if step_based(trainer):  # the loaders are built now: a long epoch is cut from its start
                 self.recorder.mark_long("train")
+            elif (steps := total_steps(trainer, "train")) is not None:
+                self.recorder.expect_steps("train", steps)  # a long epoch is cut once its pace says so
             return out
 
         return begins

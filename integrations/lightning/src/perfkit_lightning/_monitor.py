@@ -87,7 +87,7 @@ class PerfMonitor(PerfkitCallback):
         registry: perfkit.Registry | None = None,
         sinks: Sequence[Sink] = (),
         attach_report: bool = True,
-        intervals: bool | None = None,
+        intervals: bool | Intervals | None = None,
         interval_steps: int | None = None,
         interval_s: float | None = None,
         warmup_steps: int = 10,
