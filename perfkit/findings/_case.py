@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._loader_trial import TrialResult
 from .._rule import Abstention, Verdict, verdict
 from .._snapshot import Snapshot
+from ..loaders import TrialResult
 from ..names import FETCH, WAIT, fetch_series, is_stage_series, iter_series, step_series, wait_series
 from ..stages import Account, StageWindow, worker_count
 

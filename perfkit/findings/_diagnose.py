@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .._loader_trial import TrialResult
 from .._rule import Abstention, Rule, Verdict
+from ..loaders import TrialResult
 from ..names import STAGES
 from ..run import RunData
 from ..stages import PARTS, StageWindow, cores_for_workers

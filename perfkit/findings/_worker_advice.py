@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._loader_trial import TrialResult
 from .._units import format_seconds
+from ..loaders import TrialResult
 from ..stages import workers_needed
 from ._case import Case, loop_s_per_batch
 from ._gain import (
@@ -85,7 +85,7 @@ def propose_measured(f: LoaderFacts, trial: TrialResult, share: float) -> Propos
     """The fewest workers, above those set and within what the cores allow, whose measured rate
     keeps up with the loop (else the fastest measured); its gain from the measured rate.
 
-    >>> from perfkit._loader_trial import TrialSetting
+    >>> from perfkit.loaders import TrialSetting
     >>> rates = ((0, 60.0), (1, 60.0), (2, 120.0))
     >>> rows = tuple(TrialSetting(k, 2, False, False, 20, r, 0.1) for k, r in rates)
     >>> f = LoaderFacts("train", steps=100, wall_s=2.0, wait_s=0.015, loop_s=0.005, batch_s=0.015,

@@ -9,7 +9,7 @@ read_run("runs/exp1").trials              # loader trials recorded there (TrialR
 """
 
 from .._formats import RUN_FORMAT as FORMAT
-from .._loader_trial import TrialResult, TrialSetting
+from ..loaders import TrialResult, TrialSetting
 from ._find import find_runs
 from ._jobs import RunJob
 from ._reader import RunData, RunInterval, RunTrace, RunWindow, read_run

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._formats import ANALYSIS_FORMAT, RUN_FORMAT, FormatError, check_format
-from .._loader_trial import TrialResult
 from .._rule import Verdict
 from .._snapshot import Snapshot
+from ..loaders import TrialResult
 from ..names import display_name
 from ..stages import Account, SlowStep, StageWindow, stage_prefix
 from ._jobs import RunJob, job_of, jobs_problem, list_jobs, pick

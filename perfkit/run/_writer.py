@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from .._formats import RUN_FORMAT
-from .._loader_trial import TrialResult
 from .._snapshot import Snapshot
 from .._version import __version__
 from .._warn import WarnOnce, log
+from ..loaders import TrialResult
 from ..names import display_name
 from ..stages import StageWindow
 from ._intervals import MAX_INTERVALS, compact, dumps

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import re
 
-from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
+from ..loaders import cores_for_workers, worker_count, workers_needed
 from ..names import (
     ACCOUNT_OVERLAYS,
     CALLBACKS,

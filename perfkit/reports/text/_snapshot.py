@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..._loops import LoopStats, all_loops
 from ..._registry import current_registry
 from ..._snapshot import NodeTotals, Path, Snapshot
 from ..._units import format_seconds
+from ...loaders import LoopStats, all_loops
 from ...names import display_name
 
 HEAD = ("count", "total", "self", "mean", "p95", "max")
