@@ -6,7 +6,13 @@ The judge looks at one subject (a stage epoch, a profiler trace's analysis) and 
 of three ways: nothing (``None``: below the threshold), a ``Verdict`` (or several, one per
 section over the threshold), or an ``Abstention`` naming the input it lacked, for a rule that
 cannot tell must not guess. A judge never spells its own kind: ``Rule.apply`` stamps the
-rule's kind on what the judge returns, so each kind is written once, in its rule list.
+rule's kind on what the judge returns (``stamped``), so each kind is written once, in its rule
+list (``kinds`` checks it is written once).
+
+``Rule`` here judges one subject alone (a trace's analysis, an interval of a long epoch). A
+stage epoch's rules (``perfkit.findings.Rule``) have the same fields and more: their judge is
+given their threshold, and they say how their verdicts share the epoch's seconds and what they
+propose; they stamp and check their kinds with the same functions.
 
     >>> def wait(share: float) -> Verdict | None:
     ...     return verdict(share, "the loop waits for data", "add workers") if share >= 0.1 else None
@@ -25,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 _KIND = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
 
@@ -221,24 +227,41 @@ class Rule(Generic[S]):
     """The account part whose seconds its verdicts explain (a judge may name another per verdict)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kind, str) or not _KIND.fullmatch(self.kind):
-            raise ValueError(f"kind must be UPPER_SNAKE_CASE, got {self.kind!r}")
+        check_kind(self.kind)
 
     def apply(self, subject: S) -> list[Verdict | Abstention]:
         """The judge's outcomes for ``subject``, each stamped with this rule's kind (often none)."""
-        out = self.judge(subject)
-        found: Iterable[Verdict | Abstention] = (
-            () if out is None else (out,) if isinstance(out, (Verdict, Abstention)) else out
-        )
-        return [
-            replace(x, kind=self.kind, part=x.part or self.claims)
-            if isinstance(x, Verdict)
-            else replace(x, rule=self.kind)
-            for x in found
-        ]
+        return stamped(self.judge(subject), self.kind, self.claims)
 
 
-def kinds(rules: Iterable[Rule[Any]]) -> tuple[str, ...]:
+def check_kind(kind: object) -> None:
+    """A kind is UPPER_SNAKE_CASE: it names a cause in the verdicts' JSON and in the text."""
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+        raise ValueError(f"kind must be UPPER_SNAKE_CASE, got {kind!r}")
+
+
+def stamped(
+    out: Outcome | Iterable[Verdict | Abstention], kind: str, claims: str | None
+) -> list[Verdict | Abstention]:
+    """What a judge returned, as a list, each outcome stamped with its rule's ``kind`` (and a
+    verdict with the part its rule ``claims``, unless the judge named another)."""
+    found: Iterable[Verdict | Abstention] = (
+        () if out is None else (out,) if isinstance(out, (Verdict, Abstention)) else out
+    )
+    return [
+        replace(x, kind=kind, part=x.part or claims) if isinstance(x, Verdict) else replace(x, rule=kind)
+        for x in found
+    ]
+
+
+class Kinded(Protocol):
+    """Anything that declares a kind: a rule of any shape."""
+
+    @property
+    def kind(self) -> str: ...
+
+
+def kinds(rules: Iterable[Kinded]) -> tuple[str, ...]:
     """The kinds of ``rules`` in order; a kind declared by two rules of one list is an error.
 
     >>> kinds([Rule("A", (), 0.0, "", lambda s: None), Rule("B", (), 0.0, "", lambda s: None)])

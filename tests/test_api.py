@@ -43,6 +43,7 @@ SUBPACKAGES = [
     "autorun",
     "checks",
     "findings",
+    "loaders",
     "monitor",
     "names",
     "reports",

@@ -10,6 +10,7 @@ The order (docs/design.md draws it; ``test_the_design_doc_draws_these_layers`` k
     run        the run directory
     sinks      one output path
     stages     the stage timeline    |  resources  the sampler  |  trace  profiler traces
+    loaders    a loader's facts: its loop's wait and workers, settings and CPU split, trial rows
     core       the flat recording modules (clock, registry, section, snapshot, names, ...)
 
 Areas on one line are siblings: neither imports the other. Every import counts, wherever it
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),
+    ("loaders",),
     ("stages", "resources", "trace"),
     ("sinks",),
     ("run",),

@@ -7,15 +7,15 @@
 Verdict kinds, the rules behind them and their thresholds: docs/diagnosis.md.
 """
 
-from .._rule import Abstention, Rule, Verdict, severity
+from .._rule import Abstention, Verdict, severity
 from ..trace import find_bottlenecks
 from ._case import Case
 from ._change import CHANGE, Timeline
 from ._compare import Comparison, PartChange, compare_runs
 from ._diagnose import diagnose, diagnose_windows, judge
-from ._rules import KINDS, RULES
 from ._store import write_diagnosis
 from ._verdict import Diagnosis, StageSummary
+from .rules import KINDS, RULES, Rule, TopSubject
 
 __all__ = [
     "CHANGE",
@@ -29,6 +29,7 @@ __all__ = [
     "Rule",
     "StageSummary",
     "Timeline",
+    "TopSubject",
     "Verdict",
     "compare_runs",
     "diagnose",

@@ -1,9 +1,8 @@
 """What a rule reads about one stage epoch: the window, its stage's earlier epochs, training's window.
 
-The helpers turn a snapshot into the few facts the rules argue from: the user's sections run
-in the main process (with their self time), what the DataLoader workers spent each batch on,
-and the loop's own time per batch. They read perfkit's series by the names ``perfkit.names``
-gives them, never by spelling them out.
+The helpers turn a snapshot into the user's sections run in the main process, with their self
+time (what the loaders' workers did is ``workers``'s to read). They read perfkit's series by the
+names ``perfkit.names`` gives them, never by spelling them out.
 """
 
 from __future__ import annotations
@@ -11,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._loader_trial import TrialResult
 from .._rule import Abstention, Verdict, verdict
 from .._snapshot import Snapshot
-from ..names import FETCH, WAIT, fetch_series, is_stage_series, iter_series, step_series, wait_series
-from ..stages import Account, StageWindow, worker_count
+from ..loaders import TrialResult
+from ..names import FETCH, WAIT, is_stage_series, step_series
+from ..stages import StageWindow
 
 
 @dataclass(frozen=True)
@@ -136,87 +135,3 @@ def rank_sections(case: Case) -> list[SectionTime]:
     if n == 1:
         return sections
     return [SectionTime(s.path, s.self_s / n, s.total_s / n, round(s.count / n)) for s in sections]
-
-
-@dataclass(frozen=True)
-class Workers:
-    """What the DataLoader workers of a loader did in a window."""
-
-    count: int
-    batches: int
-    batch_s: float  # mean time a worker spent on one batch
-    top_section: SectionTime | None  # the worker-side section with the most self time
-
-    def busy_fraction(self, wall_s: float) -> float:
-        """The workers' time spent making batches, against their available time (workers x wall)."""
-        return self.batch_s * self.batches / (self.count * wall_s) if self.count and wall_s > 0 else 0.0
-
-
-def workers(snap: Snapshot, loader: str) -> Workers | None:
-    """The workers' side of ``loader`` (None when the loader ran no instrumented worker)."""
-    fetch = snap.get(fetch_series(loader))
-    count = worker_count(snap, fetch_series(loader)) if fetch is not None else 0
-    if fetch is None or not count:
-        return None
-    tree = snap.tree
-    prefix = (fetch_series(loader),)
-    inside = {p: t for p, t in tree.items() if p[:1] == prefix and len(p) > 1}
-    kids: dict[tuple[str, ...], int] = {}
-    for path, totals in inside.items():
-        if len(path) > 2:
-            kids[path[:-1]] = kids.get(path[:-1], 0) + totals.total_ns
-    sections = [
-        SectionTime(p, max(0, t.total_ns - kids.get(p, 0)) / 1e9, t.total_ns / 1e9, t.count)
-        for p, t in inside.items()
-    ]
-    top = max(sections, key=lambda s: s.self_s, default=None)
-    return Workers(count, fetch.count, fetch.mean_s, top)
-
-
-def loop_s_per_batch(case: Case) -> float | None:
-    """How often the loop asks for a batch when it need not wait: all but the wait, per step."""
-    steps = case.steps / max(1, len(case.window.ranks))
-    if not steps:
-        return None
-    a = case.window.account
-    return max(0.0, a.wall_s - a.seconds("data_wait")) / steps
-
-
-def loaders(case: Case) -> list[tuple[str, Account]]:
-    """The stage's loaders, each with its own account (for a stage with one: the stage's)."""
-    a = case.window.account
-    return list(a.loaders.items()) or [(case.window.loader_name, a)]
-
-
-def boundary(case: Case) -> tuple[float, float]:
-    """What starting the epoch cost beyond the loader's normal production: ``iter()`` on the loader
-    (worker start-up), and how much longer the first batch waited than making a batch takes.
-
-    The first batch of an epoch always waits for one batch to be made (nothing is prefetched
-    yet): with workers, a worker's time per batch; without, the same as any other batch. That
-    much is the loader's ordinary production, INPUT_BOUND's; only what exceeds it (a slow
-    ``worker_init_fn``, a dataset opened in each worker, a cold cache) is a cost of starting
-    over. With several loaders in the stage, each loader's first batch counts against its own.
-    """
-    started = extra = 0.0
-    for name, a in loaders(case):
-        s, e = loader_boundary(case.window.snapshot, name, a)
-        started, extra = started + s, extra + e
-    return started, extra
-
-
-def loader_boundary(snap: Snapshot, loader: str, a: Account) -> tuple[float, float]:
-    """``boundary`` for one loader, from its account ``a``."""
-    subjects = a.subjects.get("data_wait", {})
-    started = subjects.get("iter", 0.0)
-    wait = snap.get(wait_series(loader))
-    begun = snap.get(iter_series(loader))  # how many times the loader was started in the epoch
-    starts = max(1, begun.count if begun is not None else 1)
-    others = (wait.count - starts) if wait is not None else 0
-    typical = subjects.get("batches", 0.0) / others if others > 0 else 0.0
-    extra = a.first_batch_extra_s or 0.0
-    w = workers(snap, loader)
-    if w is None:  # made in this process: the first batch costs what any batch does
-        return started, extra
-    # the first waits (extra over the typical wait, plus the typical wait) against one batch's making
-    return started, max(0.0, extra + typical * starts - w.batch_s * starts)

@@ -19,8 +19,8 @@ from .._display import display_name
 from .._rule import Verdict
 from ..run import RunData
 from ..stages import PARTS, StageWindow
-from ._advice import advice_followed
 from ._diagnose import diagnose
+from .workers import advice_followed
 
 NOISE_FLOOR = 0.02
 """The smallest change of a part that counts, as a fraction of the stage's time per step."""

@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from .._loader_trial import TrialResult
-from .._rule import Abstention, Rule, Verdict
+from .._rule import Abstention, Verdict
+from ..loaders import TrialResult
 from ..names import STAGES
 from ..run import RunData
 from ..stages import PARTS, StageWindow, cores_for_workers
 from ._case import Case
 from ._partition import partition
-from ._rules import RULES
 from ._verdict import Diagnosis, StageSummary
+from .rules import RULES, Rule
 
 RUN_FLOOR = 0.02
 """A verdict explaining less of the run than this is context, not a problem: below a fiftieth of
@@ -30,7 +30,7 @@ the run, following its action cannot pay for the attention it takes (run-to-run 
 loaded machine is of that size)."""
 
 
-def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule[Case]] = RULES) -> Diagnosis:
+def diagnose(run: RunData, *, cores: int | None = None, rules: Sequence[Rule] = RULES) -> Diagnosis:
     """Judge every stage of ``run`` (a run directory read by ``perfkit.run.read_run``); the changes
     its interval windows called are its ``changes``."""
     diagnosis = diagnose_windows(
@@ -47,7 +47,7 @@ def diagnose_windows(
     windows: Iterable[StageWindow],
     *,
     cores: int | None = None,
-    rules: Sequence[Rule[Case]] = RULES,
+    rules: Sequence[Rule] = RULES,
     lost: dict[str, float] | None = None,
     trials: Sequence[TrialResult] = (),
 ) -> Diagnosis:
@@ -88,18 +88,24 @@ def diagnose_windows(
     )
 
 
-def judge(case: Case, rules: Sequence[Rule[Case]] = RULES) -> tuple[list[Verdict], list[Abstention]]:
-    """Every rule on one stage epoch: its verdicts (largest share first) and its abstentions."""
+def judge(case: Case, rules: Sequence[Rule] = RULES) -> tuple[list[Verdict], list[Abstention]]:
+    """Every rule on one stage epoch: its verdicts (largest share first) and its abstentions.
+
+    Three steps, as torch.profiler's pattern matcher matches before it benchmarks: each rule finds
+    (``Rule.find``), the epoch's seconds are partitioned between what they found (``partition``),
+    then each verdict left gets its rule's proposal (``Rule.advise``), on the share it kept."""
     found: list[Verdict] = []
     missing: list[Abstention] = []
     for rule in rules:
-        for outcome in rule.apply(case):
+        for outcome in rule.find(case):
             if isinstance(outcome, Verdict):
                 found.append(outcome)
             else:
                 missing.append(outcome)
     budget = {p: case.fraction(p) for p in PARTS}
-    return sorted(partition(found, budget), key=lambda v: (-_urgent(v), -v.share)), missing
+    of = {r.kind: r for r in rules}
+    advised = [of[v.kind].advise(case, v) for v in partition(found, budget, rules)]
+    return sorted(advised, key=lambda v: (-_urgent(v), -v.share)), missing
 
 
 def _reference(train: list[StageWindow], window: StageWindow) -> StageWindow | None:

@@ -6,16 +6,22 @@ COMPUTE_BOUND also counts, steps that got slower *because* something grows. Left
 the user reads one cause three times, with three actions, and the symptom can rank above the
 cause. ``partition`` makes the verdicts of one epoch a partition of its time:
 
-1. **Symptoms become context.** EVAL_SLOWER_THAN_TRAIN names the account part that explains the
-   difference; REGRESSION is the step growing. Where a cause claims that part, the symptom is
-   folded into it (``Verdict.context``: "validation takes 3.0x training's time per sample")
-   and is no verdict of its own; where no cause does, it stays, claiming that part.
+1. **Symptoms become context.** A rule that is a ``symptom`` (EVAL_SLOWER_THAN_TRAIN,
+   REGRESSION) names the account part that explains its difference (its ``explained_by``, else
+   the one its subject names). Where a cause claims that part, the symptom is folded into it
+   (``Verdict.context``: "validation takes 3.0x training's time per sample") and is no verdict
+   of its own; where no cause does, it stays, claiming that part.
 2. **The most specific cause owns a second.** Each verdict claims seconds of one account part
-   (``Verdict.part``); verdicts are served most specific first (a named section before the
-   step as a whole, a loader's start before its steady wait) and each takes at most what its
-   part has left. So the shares of an epoch's verdicts never add up to more than 100%.
-3. **A leak that slows the steps says so**: where MEMORY_GROWTH fired on the epoch, the step
-   verdict's context says the memory grew too.
+   (``Verdict.part``); verdicts are served most specific first (by their rule's ``generality``:
+   a named section before the step as a whole, a loader's start before its steady wait) and
+   each takes at most what its part has left. So the shares of an epoch's verdicts never add up
+   to more than 100%.
+3. **A cause that slows a part says so**: where a rule that ``slows`` a part fired (a leak slows
+   the steps: MEMORY_GROWTH) and a symptom of that part did too, the verdicts on that part say
+   the cause's message as context.
+
+Everything the partition knows of a kind it reads from the kind's rule (``rules``); the rules'
+advice comes after it (``Rule.advise``), on the verdicts it leaves.
 
     >>> from perfkit._rule import verdict
     >>> from dataclasses import replace
@@ -31,30 +37,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .._rule import Verdict, severity
-
-SYMPTOMS = ("EVAL_SLOWER_THAN_TRAIN", "REGRESSION")
-"""Kinds that describe an effect: folded into the verdict of their cause where one fired."""
-
-GENERAL = {"INPUT_BOUND": 1, "COMPUTE_BOUND": 2, "EVAL_SLOWER_THAN_TRAIN": 3, "REGRESSION": 3, "RESIDUAL": 4}
-"""How general a kind's claim is (higher: served later); every other kind names one thing (0)."""
-
-_PART_WORDS = {
-    "data wait": "data_wait",
-    "step": "step",
-    "callbacks": "callbacks",
-    "loader setup": "loader_setup",
-}
+from .rules import RULES, Rule
 
 
-def partition(verdicts: Sequence[Verdict], budget: Mapping[str, float]) -> list[Verdict]:
-    """The verdicts of one stage epoch made disjoint; ``budget`` is each account part's share of it.
+def partition(
+    verdicts: Sequence[Verdict], budget: Mapping[str, float], rules: Sequence[Rule] = RULES
+) -> list[Verdict]:
+    """The verdicts of one stage epoch made disjoint; ``budget`` is each account part's share of it;
+    ``rules``: the rules that found them (every verdict's kind is one of theirs).
 
     Returns them most specific first; each share is at most what its part had left.
     """
-    folded = _fold_symptoms(list(verdicts))
+    of = {r.kind: r for r in rules}
+    folded = _fold_symptoms(list(verdicts), of)
     left = dict(budget)
     out = []
-    for v in sorted(folded, key=lambda v: (GENERAL.get(v.kind, 0), -v.share)):
+    for v in sorted(folded, key=lambda v: (of[v.kind].generality, -v.share)):
         if v.part is None or v.part not in left:
             out.append(v)
             continue
@@ -70,33 +68,33 @@ def partition(verdicts: Sequence[Verdict], budget: Mapping[str, float]) -> list[
     return out
 
 
-def _fold_symptoms(verdicts: list[Verdict]) -> list[Verdict]:
-    causes = [v for v in verdicts if v.kind not in SYMPTOMS]
-    memory = next((v for v in verdicts if v.kind == "MEMORY_GROWTH"), None)
+def _fold_symptoms(verdicts: list[Verdict], of: Mapping[str, Rule]) -> list[Verdict]:
+    causes = [v for v in verdicts if not of[v.kind].symptom]
+    symptoms = [replace(v, part=_explained_part(v, of[v.kind])) for v in verdicts if of[v.kind].symptom]
+    slowing = [(v, of[v.kind].slows) for v in verdicts if of[v.kind].slows is not None]
     kept: list[Verdict] = []
-    for symptom in (v for v in verdicts if v.kind in SYMPTOMS):
-        part = _explained_part(symptom)
-        owners = [c for c in causes if c.part == part]
+    for symptom in symptoms:
+        owners = [c for c in causes if c.part == symptom.part]
         if not owners:
-            alone = replace(symptom, part=part)
-            if memory is not None and symptom.kind == "REGRESSION":
-                alone = _with_context(alone, memory.message, {})
-            kept.append(alone)
+            for cause, part in slowing:  # a symptom of what a cause slows: it says so
+                if part == symptom.part:
+                    symptom = _with_context(symptom, cause.message, {})
+            kept.append(symptom)
             continue
         cause = max(owners, key=lambda c: c.share)
         causes[causes.index(cause)] = _with_context(cause, symptom.message, symptom.evidence)
-    if memory is not None:  # a leak whose cost shows in the step: the step's verdict says so
-        for i, c in enumerate(causes):
-            if c.part == "step" and any(s.kind == "REGRESSION" for s in verdicts):
-                causes[i] = _with_context(c, memory.message, {})
+    for cause, part in slowing:  # a cause whose cost shows in a part: that part's verdicts say so
+        if any(s.part == part for s in symptoms):
+            causes = [_with_context(c, cause.message, {}) if c.part == part else c for c in causes]
     return [*causes, *kept]
 
 
-def _explained_part(symptom: Verdict) -> str:
-    """The account part a symptom's difference lies in (REGRESSION: the step)."""
-    if symptom.kind == "REGRESSION":
-        return "step"
-    words = (symptom.subject or "other").split(" (")[0]  # "data wait", "step (postprocess)"
+def _explained_part(symptom: Verdict, rule: Rule) -> str:
+    """The account part a symptom's difference lies in: its rule's ``explained_by`` (REGRESSION:
+    the step), else the one its subject names ("data wait", "step (postprocess)")."""
+    if rule.explained_by is not None:
+        return rule.explained_by
+    words = (symptom.subject or "other").split(" (")[0]
     return words.replace(" ", "_")
 
 

@@ -38,11 +38,11 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .._iteration import timed_iter
-from .._loader_facts import CpuSplit, record_settings
 from .._loader_names import loader_name
 from .._registry import Registry, check_registry, current_registry
 from .._state import SWITCH
 from .._validate import check_int, check_name
+from ..loaders import CpuSplit, record_settings
 from ..run import RunWriter
 from ..sinks import Failures, Sink, SinkFanout, check_sinks
 from ..stages import (

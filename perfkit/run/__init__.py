@@ -10,7 +10,7 @@ read_run("runs/exp1").trials              # loader trials recorded there (TrialR
 """
 
 from .._formats import RUN_FORMAT as FORMAT
-from .._loader_trial import TrialResult, TrialSetting
+from ..loaders import TrialResult, TrialSetting
 from ._data import RunData, RunInterval, RunTrace, RunWindow
 from ._files import describe_os_error, write_atomically
 from ._find import find_runs, locate_run, readable_run

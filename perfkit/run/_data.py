@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._loader_trial import TrialResult
 from .._rule import Verdict
 from .._snapshot import Snapshot
+from ..loaders import TrialResult
 from ..stages import Account, SlowStep, StageWindow, stage_prefix
 from ._jobs import RunJob
 from ._layout import own

@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 from .._display import display_name
 from .._formats import ANALYSIS_FORMAT, RUN_FORMAT, FormatError, check_format
-from .._loader_trial import TrialResult
 from .._rule import Verdict
 from .._snapshot import Snapshot
+from ..loaders import TrialResult
 from ..stages import Account, StageWindow
 from ._data import RunData, RunInterval, RunTrace, RunWindow
 from ._jobs import RunJob, job_of, jobs_problem, list_jobs, pick

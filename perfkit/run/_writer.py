@@ -36,10 +36,10 @@ from typing import Any
 
 from .._display import display_name
 from .._formats import RUN_FORMAT
-from .._loader_trial import TrialResult
 from .._snapshot import Snapshot
 from .._version import __version__
 from .._warn import WarnOnce, log
+from ..loaders import TrialResult
 from ..stages import StageWindow
 from ._files import append_line, describe_os_error, locked, write_atomically
 from ._intervals import MAX_INTERVALS, compact, dumps

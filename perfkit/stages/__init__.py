@@ -22,7 +22,7 @@ bytes: ``Ranks`` is the transport a framework provides (``perfkit.torch.gather_r
 ``check_stages`` is the check of every ``stages=`` argument (some of ``perfkit.names.STAGES``).
 """
 
-from .._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
+from ..loaders import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
 from ._account import PARTS, RESIDUAL_ZONES, Account, stage_account
 from ._batch import batch_size
 from ._choice import check_stages

@@ -12,9 +12,9 @@ import math
 import re
 
 from .._loader_names import loader_index
-from .._loops import cores_for_workers, worker_count, workers_needed
 from .._snapshot import Snapshot
 from .._stats import Stats
+from ..loaders import cores_for_workers, worker_count, workers_needed
 from ..names import (
     ACCOUNT_OVERLAYS,
     CALLBACKS,

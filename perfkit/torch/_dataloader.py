@@ -40,10 +40,10 @@ from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .._iteration import record_iter, record_wait
-from .._loader_facts import CpuSplit, record_settings
 from .._registry import Registry, current_registry
 from .._state import SWITCH
 from .._warn import WarnOnce
+from ..loaders import CpuSplit, record_settings
 from ..names import fetch_cpu_gauge
 from ._waits import hook_wait_parts
 from ._workers import Settings, Shipment, ShippingCollate, WorkerInit, deliver

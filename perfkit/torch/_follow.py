@@ -44,9 +44,9 @@ from torch.utils.data import DataLoader, get_worker_info
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .._iteration import record_iter, record_wait
-from .._loader_facts import CpuSplit, record_settings
 from .._state import SWITCH
 from .._warn import WarnOnce
+from ..loaders import CpuSplit, record_settings
 from ..stages import StageRecorder, StageWindow
 from ._collectives import time_collectives
 from ._dataloader import hook_iterators, instrument_dataloader, settings_of

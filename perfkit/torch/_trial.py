@@ -31,10 +31,9 @@ import psutil
 import torch
 from torch.utils.data import DataLoader
 
-from .._loader_facts import usable_cores
-from .._loader_trial import TrialResult, TrialSetting, pick
 from .._registry import Registry, use_registry
 from .._validate import check_int, check_name, check_number
+from ..loaders import TrialResult, TrialSetting, pick, usable_cores
 from ._trial_loaders import Candidate, rebuild, variants, worker_counts
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from perfkit.findings._gain import LoaderFacts, propose_workers
+from perfkit.findings.workers import LoaderFacts, propose_workers
 from perfkit.names import (
     TORCH_THREADS,
     USABLE_CORES,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.findings._gain import LoaderFacts, propose_workers
-from perfkit.findings._worker_advice import propose_measured
+from perfkit.findings.workers import LoaderFacts, propose_measured, propose_workers
 from perfkit.run import TrialResult, TrialSetting
 
 # 100 steps of 20 ms: 5 ms of loop and 15 ms waiting for a batch that sleeps (no CPU), on 2 cores

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..._display import display_name
-from ..._loops import LoopStats, all_loops
 from ..._registry import current_registry
 from ..._snapshot import NodeTotals, Path, Snapshot
 from ..._units import format_seconds
+from ...loaders import LoopStats, all_loops
 
 HEAD = ("count", "total", "self", "mean", "p95", "max")
 RECURSED = "↻"

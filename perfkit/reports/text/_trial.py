@@ -1,6 +1,6 @@
 """A loader trial in words: each setting's rate, the pick, and what running without the model hides.
 
->>> from perfkit._loader_trial import TrialResult, TrialSetting
+>>> from perfkit.loaders import TrialResult, TrialSetting
 >>> row = TrialSetting(0, None, False, False, 20, 40.0, 0.02, None, 1.0)
 >>> text = trial_text(TrialResult("train", (row,), row, None, 30.0, 1.5, 2, 2))
 >>> text.splitlines()[0]
@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from ..._loader_trial import TrialResult, TrialSetting
 from ..._units import format_seconds
+from ...loaders import TrialResult, TrialSetting
 from ._table import table
 
 

@@ -23,8 +23,8 @@ import os
 import sys
 import time
 
-from ._registry import Registry
-from .names import (
+from .._registry import Registry
+from ..names import (
     LOADER_SETTINGS,
     TORCH_THREADS,
     USABLE_CORES,

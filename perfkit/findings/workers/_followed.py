@@ -11,10 +11,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._rule import Verdict
-from ..names import TORCH_THREADS, setting_gauge, step_series
-from ..stages import StageWindow
-from ._gain import NOT_SETTINGS
+from ..._rule import Verdict
+from ...names import TORCH_THREADS, setting_gauge, step_series
+from ...stages import StageWindow
+from ._model import NOT_SETTINGS
 
 
 def advice_followed(

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._rule import Outcome
-from .._units import format_seconds
-from ..names import COMPUTE, DATA_WAIT, STEP_PART, SYNC_WAIT, stage_label
-from ..stages import RankPart, StageWindow
-from ._case import Case
+from ..._rule import Outcome
+from ..._units import format_seconds
+from ...names import COMPUTE, DATA_WAIT, STEP_PART, SYNC_WAIT, stage_label
+from ...stages import RankPart, StageWindow
+from .._case import Case
+from ._rule import Rule
 
 
 def _ms(seconds: float) -> str:
     return format_seconds(seconds)
-
-
-STRAGGLER_MIN = 0.10
 
 
 @dataclass(frozen=True)
@@ -61,8 +59,8 @@ def _spent(ranks: tuple[RankPart, ...], waits: list[float] | None) -> list[tuple
     ]
 
 
-def _straggler_of(window: StageWindow) -> _Straggler | None:
-    """The straggler of one epoch, if one rank exceeded the others by ``STRAGGLER_MIN`` of its wall."""
+def _straggler_of(window: StageWindow, minimum: float) -> _Straggler | None:
+    """The straggler of one epoch, if one rank exceeded the others by ``minimum`` of its wall."""
     ranks = window.ranks
     if len(ranks) < 2:
         return None
@@ -78,7 +76,7 @@ def _straggler_of(window: StageWindow) -> _Straggler | None:
         excess = spent[culprit] - others[len(others) // 2]
         wall = ranks[culprit].wall_s
         share = excess / wall if wall > 0 else 0.0
-        if share >= STRAGGLER_MIN:
+        if share >= minimum:
             return _Straggler(
                 window.epoch,
                 ranks[culprit].rank,
@@ -132,13 +130,13 @@ STRAGGLER_TOP = 3
 """Ranks listed in a STRAGGLER verdict's evidence: the ones slowest in the most epochs."""
 
 
-def straggler(case: Case) -> Outcome:
+def straggler(case: Case, minimum: float) -> Outcome:
     """The rank the others wait for, judged over every epoch of the stage: a rank slowest in each
     epoch (chronic: its shard, its machine) reads differently from one slow once (a one-off)."""
     if len(case.window.ranks) < 2:
         return None
     epochs = [w for w in (*case.history, case.window) if len(w.ranks) > 1]
-    found = [f for f in map(_straggler_of, epochs) if f is not None]
+    found = [f for f in (_straggler_of(w, minimum) for w in epochs) if f is not None]
     if not found:
         return None
     tally: dict[int, list[_Straggler]] = {}
@@ -197,3 +195,10 @@ def straggler(case: Case) -> Outcome:
     return case.verdict(
         share, message, action, subject=f"rank {rank}", evidence=evidence, part=shown.account_part
     )
+
+
+RULES = (
+    Rule("STRAGGLER", ("ranks",), 0.10,
+         "every rank waits for the slowest in each collective: a tenth of an epoch is lost on all of them",
+         straggler),
+)  # fmt: skip

@@ -16,8 +16,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from ._snapshot import Snapshot
-from .names import TURN, fetch_series, turn_series, wait_series
+from .._snapshot import Snapshot
+from ..names import TURN, fetch_series, turn_series, wait_series
 
 
 @dataclass(frozen=True)
