@@ -474,6 +474,7 @@ def test_every_rule_is_specified_here(kind: str) -> None:
         sys.modules[__name__],
         importlib.import_module("tests.findings.test_rules_hooks"),
         importlib.import_module("tests.findings.test_rules_advice"),
+        importlib.import_module("tests.findings.test_rules_parts"),
     ]
     names = [
         n for m in modules for n, f in inspect.getmembers(m, inspect.isfunction) if n.startswith("test_")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..._rule import Outcome
 from ..._units import format_seconds
-from ...names import display_name, stage_label, step_series
+from ...names import display_name, part_label, stage_label, step_series
 from .._case import Case, rank_sections
 from ._rule import Rule
 
@@ -38,10 +38,19 @@ def compute_bound(case: Case, minimum: float) -> Outcome:
     if compute is not None and compute < account.seconds("step"):
         wait = (account.seconds("step") - compute) / account.wall_s
         message += f" (its {wait:.0%} waiting for the other ranks in the gradient all-reduce left out)"
-    action = (
-        "the loop is compute-bound: speed up the model (mixed precision, a larger batch, torch.compile) "
-        "or time its parts with perfkit.section to see which one"
-    )
+    parts = account.subjects.get("step", {})
+    if parts and account.wall_s > 0:  # where its time went, one level below
+        named = sorted(parts.items(), key=lambda kv: -kv[1])
+        message += ": " + ", ".join(f"{part_label(p)} {s / account.wall_s:.0%}" for p, s in named if s > 0)
+        action = (
+            "the loop is compute-bound in the model's forward and backward: mixed precision, a larger batch, "
+            "torch.compile"
+        )
+    else:
+        action = (
+            "the loop is compute-bound: speed up the model (mixed precision, a larger batch, torch.compile) "
+            "or time its parts with perfkit.section to see which one"
+        )
     return case.verdict(share, message, action, evidence={"step_fraction": share})
 
 

@@ -106,10 +106,7 @@ def running_workers(
     cap = max_workers(f) if f is not None else case.cores
     pace = f"{format_seconds(batch_s)} a batch against {format_seconds(loop_s or 0)} of loop time"
     if needed <= count and needed <= cap:
-        return Proposal(
-            said=f"{count} workers keep up ({needed} needed at {pace}): the wait comes from elsewhere "
-            "(moving batches between processes, pinning memory)"
-        )
+        return Proposal(said=f"{count} workers keep up ({needed} needed at {pace}): {_where(case, loader)}")
     if f is None:  # a run recorded without the CPU split: the cores left beside the loop are all we know
         if needed > case.cores:
             return Proposal(
@@ -119,6 +116,28 @@ def running_workers(
         return Proposal(said=f"raise num_workers from {count} to {needed} ({pace})")
     p = worker_advice(case, waiting_s, share, "")
     return p if p.change else Proposal(said=f"{p.said}; make the {work} cheaper")
+
+
+WAIT_WORDS = {
+    "worker": "waiting for a worker's batch: the workers keep up on average but not at every batch (one "
+    "slower worker, or batches that come in bursts: a larger prefetch_factor)",
+    "receive": "rebuilding the workers' batches in this process (fewer, larger tensors, a smaller dtype)",
+    "sampler": "the sampler, in this process (precompute or vectorize its indices)",
+    "pin": "pinning the batches in the loop's thread",
+    "make": "making batches in this process",
+    "other": "outside what was timed in it",
+}
+"""Where the main process spent a wait (``Account.subjects["wait_parts"]``), as INPUT_BOUND says it."""
+
+
+def _where(case: Case, loader: str) -> str:
+    """Where the waits of workers that keep up went, as measured; unmeasured where it was not."""
+    where = case.window.account.subjects.get("wait_parts", {}) if loader == case.window.loader_name else {}
+    total = sum(where.values())
+    if total <= 0:
+        return "the wait is not the workers' making, and where it went was not timed here"
+    part, seconds = max(where.items(), key=lambda kv: kv[1])
+    return f"of the wait, {seconds / total:.0%} is {WAIT_WORDS.get(part, part)}"
 
 
 def propose_workers(f: LoaderFacts, share: float) -> Proposal:
