@@ -342,7 +342,8 @@ def _hooks(snapshot: Snapshot, prefix: str) -> dict[str, float]:
 
 
 def wait_parts(snapshot: Snapshot, loader: str) -> dict[str, float]:
-    """Where the main process spent ``loader``'s waits for batches (``perfkit.names.WAIT_PARTS``:
+    """Where the main process spent ``loader``'s data wait (its waits, ``iter()`` and its last call:
+    ``perfkit.names.WAIT_PARTS``:
     the sampler, making a batch itself, rebuilding a worker's batch, pinning) and ``worker``: the
     rest, blocked until a worker's batch came (``other`` where batches were made here: no
     workers). Empty where none of those was timed (a loader that is no torch DataLoader).
@@ -359,7 +360,8 @@ def wait_parts(snapshot: Snapshot, loader: str) -> dict[str, float]:
     if not out:
         return {}
     rest = "other" if "make" in out else WORKER_WAIT  # batches made here: no worker was waited for
-    out[rest] = max(0.0, _total(snapshot, wait_series(loader)) - sum(out.values()))
+    waited = sum(_total(snapshot, s(loader)) for s in (wait_series, iter_series, end_series))
+    out[rest] = max(0.0, waited - sum(out.values()))
     return out
 
 

@@ -13,7 +13,8 @@ blocking on a worker:
 * **pin**: pinning the batch's memory, where the main thread does it (``pin_memory=True``
   without workers; with workers torch pins in a thread of its own, which the wait waits for).
 
-Each is timed where torch does it, inside the open wait, as a series of the wait's loader
+Each is timed where torch does it, inside the open wait (or ``iter()``, where a worker pool's
+start draws its first batches' indices), as a series of the wait's loader
 (``LOADER.data.sampler``, ``.make``, ``.receive``, ``.pin``; overlays: the user's sections still
 nest directly under the wait): the account reads them (``Account.subjects["wait_parts"]``) and
 what the wait spent outside them is the time it waited for a worker. Outside a timed wait (a
@@ -37,7 +38,7 @@ from .._buffer import add_record
 from .._context import NODES, get_cell
 from .._registry import current_registry
 from .._state import SWITCH
-from ..names import WAIT, wait_part_series
+from ..names import ITER, WAIT, wait_part_series
 
 _ORIGINAL = "__perfkit_original__"
 
@@ -51,9 +52,10 @@ def _nested(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         if cell is None or not SWITCH.on:
             return fn(*args, **kwargs)
         wait = NODES.names[cell[0]]
-        if not wait.endswith(WAIT):
+        suffix = WAIT if wait.endswith(WAIT) else ITER if wait.endswith(ITER) else None
+        if suffix is None:  # iter() too: a worker pool's start draws its first batches' indices
             return fn(*args, **kwargs)
-        node = NODES.child(cell[0], wait_part_series(wait[: -len(WAIT)], part), overlay=True)
+        node = NODES.child(cell[0], wait_part_series(wait[: -len(suffix)], part), overlay=True)
         reg = current_registry()
         t0 = reg.clock()
         failed = True
