@@ -467,6 +467,12 @@ STEP_PARTS = (FORWARD, BACKWARD, OPTIMIZER, ZERO_GRAD)
 account's ``step`` subjects are these and ``rest``, adding up to the step (``perfkit.stages.StepParts``)."""
 _PART_SUFFIXES = tuple(f"{STEP}.{part}" for part in STEP_PARTS)
 
+FLOPS_PER_STEP = "perfkit.flops_per_step"
+"""A gauge of every stage epoch's window where a step's FLOPs are known (counted once, or stated)."""
+PEAK_FLOPS = "perfkit.peak_flops"
+"""A gauge of every stage epoch's window where the device's dense peak (FLOP/s) is known (MFU's
+denominator)."""
+
 SYNC_WAIT = "sync_wait"
 COMPUTE = "compute"  # not a part: ``step`` less its ``sync_wait``, where that was measured
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._peaks import check_peak_tflops
 from .._registry import Registry, check_registry
 from .._validate import check_int, check_number
 from ..names import STAGES
@@ -53,6 +54,13 @@ class Options:
       ``perfkit.stages.Intervals``, a plan of one's own).
     - ``time_gradient_sync``: under DDP, time each rank's wait for the gradient all-reduce.
     - ``merge_timeout_s``: how long ranks wait for each other at an epoch's end to merge their windows.
+    - ``flops_per_step``: a training step's FLOPs (None: counted once, on the first training step,
+      with torch's ``FlopCounterMode``, on CUDA or where ``peak_tflops`` is given); ``peak_tflops``:
+      the device's dense peak (None: NVIDIA's datasheet figure for the device and the step's
+      dtypes, ``perfkit.resources.device_peak``). With both, each stage epoch's MFU; without, it
+      abstains, saying why.
+    - ``watch_syncs``: on CUDA, time where the host blocks on the device, by call site
+      (``perfkit.torch.watch_syncs``).
     """
 
     stages: Iterable[str] | None = None
@@ -73,6 +81,9 @@ class Options:
     warmup_steps: int = 10
     time_gradient_sync: bool = True
     merge_timeout_s: float = 300.0
+    flops_per_step: float | None = None
+    peak_tflops: float | None = None
+    watch_syncs: bool = True
 
     def __post_init__(self) -> None:
         fix = object.__setattr__  # frozen: normalised once, here
@@ -90,7 +101,17 @@ class Options:
         fix(self, "sinks", tuple(check_sinks(self.sinks)))
         self.intervals_plan()  # refuses a bad interval_steps, interval_s, warmup_steps or intervals
         check_number(self.merge_timeout_s, "merge_timeout_s")
-        for name in ("console", "save_run", "sample_resources", "user_series", "time_gradient_sync"):
+        if self.flops_per_step is not None:
+            check_number(self.flops_per_step, "flops_per_step")
+        check_peak_tflops(self.peak_tflops)
+        for name in (
+            "console",
+            "save_run",
+            "sample_resources",
+            "user_series",
+            "time_gradient_sync",
+            "watch_syncs",
+        ):
             fix(self, name, bool(getattr(self, name)))
 
     def intervals_plan(self) -> Intervals | None:

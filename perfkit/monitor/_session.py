@@ -40,6 +40,7 @@ from ..run import RunWriter
 from ..sinks import Sink
 from ..stages import Gather, Intervals, StageListener, StageRecorder, StageWindow, check_listeners
 from ._console import console_logger, say_through
+from ._device import DeviceAccount
 from ._monitor import Say, StageMonitor
 from ._options import Options
 
@@ -121,6 +122,12 @@ class Session(StageListener):
             self._run_path = Path(options.run_dir) if options.run_dir is not None else host.run_path
         self._sampler: ResourceSampler | None = None
         self._stop_parts: Callable[[], None] | None = None
+        self._device = DeviceAccount(
+            self.registry,
+            flops_per_step=options.flops_per_step,
+            peak_tflops=options.peak_tflops,
+            watch=options.watch_syncs,
+        )
         self.monitor: StageMonitor | None = None
         """The session's publisher (None with ``monitor=False``)."""
         if monitor:
@@ -168,6 +175,7 @@ class Session(StageListener):
 
             self._stop_parts = time_step_parts(self.recorder)
         self.recorder.begin(stage, epoch, loader=loader, intervals=intervals or self._plan, guess=guess)
+        self._device.stage_begins(stage)  # in the window: its FLOPs and peak, where known
 
     def end(self, stage: str) -> StageWindow | None:
         """Close the ``stage`` epoch; its window, published, or None when none was open."""
@@ -220,6 +228,7 @@ class Session(StageListener):
         if self._stop_parts is not None:
             stop, self._stop_parts = self._stop_parts, None
             stop()
+        self._device.close()
 
     def _published(self) -> bool:
         return self.monitor is not None and bool(self.monitor.last_metrics)
@@ -241,6 +250,8 @@ class Session(StageListener):
         self._each("stage_begun", stage, epoch)
 
     def step_ended(self, stage: str, index: int, duration_ns: int) -> None:
+        if index == 0:
+            self._device.step_ended(stage)  # the first training step's FLOPs were being counted
         self._each("step_ended", stage, index, duration_ns)
 
     def stage_ended(self, window: StageWindow) -> None:

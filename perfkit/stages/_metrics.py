@@ -12,6 +12,7 @@ import math
 import re
 
 from .._loader_names import loader_index
+from .._mfu import mfu
 from .._snapshot import Snapshot
 from .._stats import Stats
 from ..loaders import cores_for_workers, worker_count, workers_needed
@@ -19,9 +20,12 @@ from ..names import (
     ACCOUNT_OVERLAYS,
     CALLBACKS,
     CHECKPOINT,
+    FLOPS_PER_STEP,
     LOGGERS,
     MODULE_HOOKS,
+    PEAK_FLOPS,
     STEP_PART,
+    SYNC_STALL,
     fetch_series,
     is_stage_series,
     optimizer_series,
@@ -89,6 +93,7 @@ def stage_metrics(
         out.update(_timing(f"{p}/optimizer_step", optimizer))
         out[f"{p}/optimizer_steps"] = float(optimizer.count)
     out.update(_account(window, p))
+    out.update(_device(snap, p, step))
     out.update(_data(snap, window, p, step, cores or cores_for_workers()))
     if window.samples and window.wall_s > 0:
         out[f"{p}/samples"] = float(window.samples)
@@ -104,6 +109,24 @@ def stage_metrics(
         out[f"{p}/slowest_step_ms"] = max(s.duration_s for s in window.slowest) * 1e3
     if user_series:
         out.update(_user_series(snap, p))
+    return out
+
+
+def _device(snap: Snapshot, p: str, step: Stats | None) -> dict[str, float]:
+    """The GPU's account: its busy share (NVML), the host's time blocked on it, and the MFU where the
+    step's FLOPs and the device's peak were recorded."""
+    out: dict[str, float] = {}
+    busy = [g.mean for n, g in snap.gauges.items() if n.endswith(".util_percent") and "memory" not in n]
+    if busy:
+        out[f"{p}/gpu_busy_fraction"] = sum(busy) / len(busy) / 100
+    stalls = [snap[n].total_s for n in snap if n.startswith(SYNC_STALL)]
+    if stalls:
+        out[f"{p}/sync_stall_s"] = sum(stalls)
+    flops, peak = snap.gauges.get(FLOPS_PER_STEP), snap.gauges.get(PEAK_FLOPS)
+    if flops is not None and peak is not None and step is not None and step.total_s > 0:
+        found = mfu(flops.last, steps=step.count, seconds=step.total_s, peak=peak.last / 1e12)
+        if found.fraction is not None:
+            out[f"{p}/mfu_fraction"] = found.fraction
     return out
 
 

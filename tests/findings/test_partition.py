@@ -188,6 +188,7 @@ def test_each_run_rule_but_the_symptoms_and_memory_claims_one_account_part() -> 
     assert {k for k, part in claims.items() if part is None} == {
         "EVAL_SLOWER_THAN_TRAIN",  # a symptom: folded into its cause
         "REGRESSION",  # a symptom
+        "GPU_IDLE",  # a symptom: said with the cause that claims the part explaining it
         "STRAGGLER",  # names its part per verdict (the rank's data or its step)
         "MEMORY_GROWTH",  # claims no time
     }

@@ -3,7 +3,8 @@
 Each module holds the rules that read one thing, in a ``RULES`` tuple of its own: ``_data`` (the
 data wait, the loaders), ``_contention`` (cores wanted by workers and threads), ``_compute``
 (the step, its sections), ``_parts`` (one level below: the step's parts, where a wait went, each
-worker's batches), ``_hooks`` (what runs outside the step, and what no timer covers),
+worker's batches), ``_device`` (the GPU's own account: syncs, copies, launches, idle time),
+``_hooks`` (what runs outside the step, and what no timer covers),
 ``_epochs`` (an epoch against training's and its stage's earlier ones), ``_ranks`` (DDP ranks).
 A rule (``Rule``) is its kind, the signals it reads, its threshold with the reason for it
 (docs/diagnosis.md lists them), a judge, and how its verdicts share the epoch's seconds and
@@ -36,7 +37,7 @@ others; ``propose`` is its advice, run after the partition (``workers`` holds th
 """
 
 from ..._rule import kinds
-from . import _compute, _contention, _data, _epochs, _hooks, _parts, _ranks
+from . import _compute, _contention, _data, _device, _epochs, _hooks, _parts, _ranks
 from ._rule import Rule
 from ._top import TopSubject
 
@@ -45,6 +46,7 @@ RULES: tuple[Rule, ...] = (
     *_contention.RULES,
     *_compute.RULES,
     *_parts.RULES,
+    *_device.RULES,
     *_hooks.RULES,
     *_epochs.RULES,
     *_ranks.RULES,

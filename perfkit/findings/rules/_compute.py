@@ -11,6 +11,7 @@ from ..._rule import Outcome
 from ..._units import format_seconds
 from ...names import display_name, part_label, stage_label, step_series
 from .._case import Case, rank_sections
+from ._device import gpu_busy, mfu_line
 from ._rule import Rule
 
 ONE_SECTION = 0.5
@@ -51,6 +52,14 @@ def compute_bound(case: Case, minimum: float) -> Outcome:
             "the loop is compute-bound: speed up the model (mixed precision, a larger batch, torch.compile) "
             "or time its parts with perfkit.section to see which one"
         )
+    context = mfu_line(case)
+    busy = gpu_busy(case.window.snapshot)
+    if busy is not None and context is not None and not context.startswith("MFU unknown"):
+        message += f"; the GPU is busy {busy:.0%} at {context}"  # "the kernels, not the loop"
+        if busy >= 0.8:
+            action = "the loop keeps the GPU busy: the kernels are the limit (mixed precision, fused kernels)"
+    elif context is not None and not context.startswith("MFU unknown"):
+        message += f"; {context}"
     return case.verdict(share, message, action, evidence={"step_fraction": share})
 
 

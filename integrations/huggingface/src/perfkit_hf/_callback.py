@@ -109,6 +109,9 @@ class PerfkitCallback(TrainerCallback):
         warmup_steps: int = 10,
         time_gradient_sync: bool = True,
         merge_timeout_s: float = 300.0,
+        flops_per_step: float | None = None,
+        peak_tflops: float | None = None,
+        watch_syncs: bool = True,
     ) -> None:
         self.options = Options(
             stages=stages,
@@ -129,6 +132,9 @@ class PerfkitCallback(TrainerCallback):
             warmup_steps=warmup_steps,
             time_gradient_sync=time_gradient_sync,
             merge_timeout_s=merge_timeout_s,
+            flops_per_step=flops_per_step,
+            peak_tflops=peak_tflops,
+            watch_syncs=watch_syncs,
         )
         """The options, checked (``perfkit.monitor.Options``)."""
         self.registry = self.options.registry or perfkit.get_registry()

@@ -93,6 +93,9 @@ class PerfMonitor(PerfkitCallback):
         warmup_steps: int = 10,
         time_gradient_sync: bool = True,
         merge_timeout_s: float = 300.0,
+        flops_per_step: float | None = None,
+        peak_tflops: float | None = None,
+        watch_syncs: bool = True,
         trial: bool = False,
         trial_budget_s: float = 30.0,
     ) -> None:
@@ -115,6 +118,9 @@ class PerfMonitor(PerfkitCallback):
             warmup_steps=warmup_steps,
             time_gradient_sync=time_gradient_sync,
             merge_timeout_s=merge_timeout_s,
+            flops_per_step=flops_per_step,
+            peak_tflops=peak_tflops,
+            watch_syncs=watch_syncs,
         )
         """The options, checked (``perfkit.monitor.Options``): the session's, when this monitor publishes."""
         self.registry = registry

@@ -1,0 +1,112 @@
+"""What a session adds on a GPU (or wherever a peak is stated): FLOPs per step, its device's peak,
+and the watch on synchronizing calls.
+
+MFU needs a step's FLOPs and the device's peak. The FLOPs are the user's (``flops_per_step=``) or
+counted once, on the first training step, with torch's ``FlopCounterMode``
+(``perfkit.torch.count_flops``: no hand-written counting; it slows that one step, which is the
+epoch's first and so its warm-up); the peak is the device table's for the dtypes the step ran in,
+or the user's (``peak_tflops=``). Both go into every stage epoch's window as gauges
+(``perfkit.names.FLOPS_PER_STEP``, ``PEAK_FLOPS``), so a window read back from a run directory
+carries what its MFU is computed from; where either is unknown nothing is recorded and the MFU
+abstains, saying why (``perfkit.resources.mfu``). On CUDA the sync watch
+(``perfkit.torch.watch_syncs``) times where the host blocks on the device, by call site. Nothing
+here runs without torch, and nothing but a stated peak without CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .._peaks import Peak
+from .._registry import Registry
+from .._warn import WarnOnce
+from ..names import FLOPS_PER_STEP, PEAK_FLOPS
+from ..resources import mixed_peak
+
+
+class DeviceAccount:
+    """One session's FLOPs per step, peak and sync watch (see the module docstring)."""
+
+    def __init__(
+        self, registry: Registry, *, flops_per_step: float | None, peak_tflops: float | None, watch: bool
+    ) -> None:
+        self.registry = registry
+        self.flops = flops_per_step
+        self.by_dtype: dict[str, float] = {}
+        self.stated_peak = peak_tflops
+        self.peak: Peak | None = None
+        self._watch_wanted = watch
+        self._watch: Any = None
+        self._counting: tuple[AbstractContextManager[Any], Any] | None = None
+        self._counted = False
+        self._warn = WarnOnce()
+
+    @staticmethod
+    def _cuda() -> Any:
+        torch: Any = sys.modules.get("torch")
+        return torch if torch is not None and torch.cuda.is_available() else None
+
+    def stage_begins(self, stage: str) -> None:
+        """A stage epoch begins: the watch starts (CUDA), the FLOPs are counted on training's first
+        step, and the epoch's window gets the FLOPs and the peak, where known."""
+        torch = self._cuda()
+        if torch is not None and self._watch_wanted and self._watch is None:
+            from ..torch import watch_syncs
+
+            self._watch = watch_syncs(self.registry)
+        uncounted = self.flops is None and not self._counted and self._counting is None
+        if stage == "train" and uncounted and (torch is not None or self.stated_peak is not None):
+            self._count()
+        self._record()
+
+    def step_ended(self, stage: str) -> None:
+        """A step ended: the first training step's FLOPs are counted now."""
+        if self._counting is None or stage != "train":
+            return
+        context, counted = self._counting
+        self._counting, self._counted = None, True
+        try:
+            context.__exit__(None, None, None)
+        except Exception as exc:  # a model the counter cannot follow: no MFU, training goes on
+            self._warn("flops", f"perfkit: counting a step's FLOPs failed ({exc!r}): no MFU")
+            return
+        if counted.total > 0:
+            self.flops = float(counted.total)
+            self.by_dtype = {k: float(v) for k, v in counted.by_dtype.items()}
+            self._record()
+
+    def _count(self) -> None:
+        from ..torch import count_flops
+
+        context = count_flops()
+        try:
+            self._counting = (context, context.__enter__())
+        except Exception as exc:
+            self._counted = True
+            self._warn("flops", f"perfkit: counting a step's FLOPs failed ({exc!r}): no MFU")
+
+    def _record(self) -> None:
+        if self.flops is None:
+            return
+        if self.peak is None and (self.by_dtype or self.stated_peak is not None):
+            # FLOPs stated with no dtype and no peak: the table cannot say which dtype's peak it is
+            torch = self._cuda()
+            name = torch.cuda.get_device_name() if torch is not None else None
+            self.peak = mixed_peak(self.by_dtype or {"fp32": self.flops}, name, peak_tflops=self.stated_peak)
+        self.registry.gauge(FLOPS_PER_STEP, self.flops)
+        if self.peak is not None and self.peak.tflops is not None:
+            self.registry.gauge(PEAK_FLOPS, self.peak.tflops * 1e12)
+
+    def close(self) -> None:
+        """The run ended: a count still open and the watch stop."""
+        if self._counting is not None:
+            context, _ = self._counting
+            self._counting = None
+            with contextlib.suppress(Exception):  # nothing was counted: no MFU
+                context.__exit__(None, None, None)
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
