@@ -9,6 +9,7 @@ the harness is proven end to end without a GPU; the figures then mean nothing ab
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -98,7 +99,12 @@ def run_window(ctx: Ctx, reg: perfkit.Registry, items: Iterable[Any], step: Call
     request for an item to the end of the last step: the truth's denominator (the window's set-up
     and close are not the loop's)."""
     items = list(items) if not isinstance(items, Loader) else items
-    with perfkit.window("train", epoch=0, registry=reg, console=False) as w:
+    # NVML's utilisation, as a Lightning or Hugging Face run samples it (a script starts its own)
+    sampler = perfkit.ResourceSampler(0.05, registry=reg, sources=["nvml"]) if ctx.cuda else None
+    with (
+        sampler or contextlib.nullcontext(),
+        perfkit.window("train", epoch=0, registry=reg, console=False) as w,
+    ):
         n = len(items)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         for i, item in enumerate(w.iterate(items)):

@@ -442,6 +442,8 @@ def is_stage_series(name: str) -> bool:
         return True
     if name.endswith(_PART_SUFFIXES) or name.endswith(_WAIT_PART_SUFFIXES):
         return True
+    if name.startswith((H2D_COPY, SYNC_STALL, SYNC_UNTIMED)):  # the GPU account's, not the user's
+        return True
     return any(name.startswith(stage + kind) for stage in STAGES for kind in HOOK_KINDS.values())
 
 

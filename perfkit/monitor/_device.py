@@ -51,7 +51,14 @@ class DeviceAccount:
 
     def stage_begins(self, stage: str) -> None:
         """A stage epoch begins: the watch starts (CUDA), the FLOPs are counted on training's first
-        step, and the epoch's window gets the FLOPs and the peak, where known."""
+        step, and the epoch's window gets the FLOPs and the peak, where known. A fault here is warned
+        about once and costs the run its GPU account, never its training."""
+        try:
+            self._begins(stage)
+        except Exception as exc:
+            self._warn("device", f"perfkit: the GPU account stopped ({exc!r}); training goes on")
+
+    def _begins(self, stage: str) -> None:
         torch = self._cuda()
         if torch is not None and self._watch_wanted and self._watch is None:
             from ..torch import watch_syncs
@@ -66,6 +73,13 @@ class DeviceAccount:
         """A step ended: the first training step's FLOPs are counted now."""
         if self._counting is None or stage != "train":
             return
+        try:
+            self._counted_now()
+        except Exception as exc:
+            self._warn("device", f"perfkit: the GPU account stopped ({exc!r}); training goes on")
+
+    def _counted_now(self) -> None:
+        assert self._counting is not None
         context, counted = self._counting
         self._counting, self._counted = None, True
         try:
@@ -108,5 +122,6 @@ class DeviceAccount:
             with contextlib.suppress(Exception):  # nothing was counted: no MFU
                 context.__exit__(None, None, None)
         if self._watch is not None:
-            self._watch.stop()
-            self._watch = None
+            watch, self._watch = self._watch, None
+            with contextlib.suppress(Exception):  # a watch that cannot stop: its records are written
+                watch.stop()

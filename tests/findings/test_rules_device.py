@@ -140,3 +140,19 @@ def test_compute_bound_says_no_mfu_without_a_peak(epoch: Make) -> None:
     e.reg.gauge(FLOPS_PER_STEP, 3.42e13)
     v = fires("COMPUTE_BOUND", case(e.window()))
     assert "MFU" not in v.message
+
+
+def test_a_sync_every_step_costs_the_gpu_idle_time_it_leaves_in_the_steps(epoch: Make) -> None:
+    """The host blocks 2 ms a step, then works 88 ms with nothing queued: the GPU is busy 30%."""
+    e = gpu(epoch("train").steps(*[90] * 10), busy_percent=30)
+    e.span(stall_series("train.py:42"), *[2] * 10)
+    v = fires("SYNC_STALL", case(e.window()))
+    assert v.share == pytest.approx(0.70)
+    assert "the GPU idles 70% of the epoch in the steps" in v.message
+    assert v.evidence["stall_fraction"] == pytest.approx(0.02)
+
+
+def test_a_pageable_copy_is_h2d_copys_and_not_a_sync_stall_too(epoch: Make) -> None:
+    e = copies(epoch("train").steps(*[40] * 10), ms=10, mb=38.5)
+    e.span(stall_series("train.py:7"), *[10] * 10)  # the same copies, seen by the sync watch
+    assert judged("SYNC_STALL", case(e.window())) == []

@@ -1,7 +1,9 @@
 """The rules that read the step: COMPUTE_BOUND (the step as a whole) and SLOW_SECTION (a named block).
 
-Both claim the step's seconds; the section names one thing, so the partition serves it first and
-COMPUTE_BOUND keeps the rest. Under DDP a share is the mean rank's: each rank's seconds against
+Both claim the step's seconds; the section names one block of the user's, so the partition serves
+it before COMPUTE_BOUND, which keeps the rest, and after the rules that name why a step is slow
+(the optimizer step, a sync stall, a copy, launch overhead: ``_parts``, ``_device``), whose cause
+may sit inside the user's block. Under DDP a share is the mean rank's: each rank's seconds against
 its own epoch (``rank_sections``, ``Case.rank_wall_s``).
 """
 
@@ -93,5 +95,5 @@ RULES = (
          claims="step", generality=2),
     Rule("SLOW_SECTION", ("sections",), 0.10,
          "a single timed block worth a tenth of the epoch is the first place to look", slow_section,
-         claims="step"),
+         claims="step", generality=1),
 )  # fmt: skip

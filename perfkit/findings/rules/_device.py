@@ -51,23 +51,33 @@ def mfu_line(case: Case) -> str | None:
 def sync_stall(case: Case, minimum: float) -> Outcome:
     sites = [s for s in stall_sites(case.window.snapshot) if s.timed]
     wall = case.window.account.wall_s
-    total = sum(s.total_s for s in sites)
-    share = total / wall if wall > 0 else 0.0
+    copies = copy_stats(case.window.snapshot)  # a pageable copy blocks too: H2D_COPY's, not counted twice
+    total = max(0.0, sum(s.total_s for s in sites) - (copies.host_s if copies is not None else 0.0))
+    blocked = total / wall if wall > 0 else 0.0
+    share = blocked
+    busy = gpu_busy(case.window.snapshot)
+    steady = sites and sum(s.count for s in sites) >= case.steps / 2
+    if busy is not None and steady:
+        # a sync every step leaves the device nothing queued while the host does the rest of the
+        # step: the GPU's idle time inside the step is the sync's cost, not only the host's wait
+        share = max(blocked, min(case.fraction("step"), 1 - busy) - case.fraction("data_wait"))
     if share < minimum:
         return None
     top = sites[0]
     where = f"{top.site} ({top.count} calls, {format_seconds(top.mean_s)} each)"
     more = f" and {len(sites) - 1} other site{'s' if len(sites) > 2 else ''}" if len(sites) > 1 else ""
     message = (
-        f"the host waits on the GPU {share:.0%} of the {stage_label(case.stage)} epoch in synchronizing "
+        f"the host waits on the GPU {blocked:.0%} of the {stage_label(case.stage)} epoch in synchronizing "
         f"calls: {where}{more}"
     )
+    if share > blocked:
+        message += f"; with nothing queued after each, the GPU idles {share:.0%} of the epoch in the steps"
     action = (
         f"stop synchronizing every step at {top.site}: keep the loss and metrics on the device and read "
         "them every N steps (loss.detach(), then .item() at logging time; Lightning's self.log does), "
         "no .cpu(), .item(), .tolist(), nonzero() or printing of a tensor inside the loop"
     )
-    evidence = {"stall_s": total, "stall_fraction": share, "calls": float(top.count)}
+    evidence = {"stall_s": total, "stall_fraction": blocked, "calls": float(top.count)}
     return case.verdict(share, message, action, subject=top.site, evidence=evidence)
 
 
