@@ -1,5 +1,5 @@
-"""What the device's timers left in a window, read back for verdicts: sync stalls by call site, and
-host-to-device copies with what pinning them would gain.
+"""What the device's timers left in a window, read back for verdicts: the GPU's busy share (NVML),
+sync stalls by call site, and host-to-device copies with what pinning them would gain.
 
 ``perfkit.torch.watch_syncs`` records each synchronizing call as ``sync.stall.SITE`` (the host's
 blocked time) or ``sync.untimed.SITE`` (seen by CUDA's sync debug mode, duration unknown);
@@ -24,6 +24,31 @@ from typing import Any
 from ._snapshot import Snapshot
 from ._units import format_bytes, format_seconds
 from .names import H2D_BYTES, H2D_COPY, H2D_PINNED_BYTES, gpu_series, stall_site
+
+NVML_SPAN_S = 2.0
+"""How long NVML's utilisation samples must cover before a window's busy share is read from them.
+NVML says the share of its last sample period (1/6 s to 1 s, by product) in which a kernel ran: a
+sample lags the work by up to a period, and on an H200 a 0.3 s window busy 40% read 3%. Two
+seconds of samples keep that lag under half a period's weight at most."""
+
+
+def gpu_busy(snapshot: Snapshot) -> float | None:
+    """The GPUs' mean utilisation over the window, 0 to 1, from NVML's samples (``gpuN.util_percent``),
+    or None without samples covering ``NVML_SPAN_S``.
+
+    >>> import perfkit
+    >>> reg = perfkit.Registry()
+    >>> for i in range(5):
+    ...     reg.gauge("gpu0.util_percent", 40.0 + 10 * i, t_ns=i * 600_000_000)
+    >>> gpu_busy(reg.snapshot())
+    0.6
+    """
+    samples = [
+        g.mean
+        for name, g in snapshot.gauges.items()
+        if name.endswith(".util_percent") and "memory" not in name and g.span_s >= NVML_SPAN_S
+    ]
+    return sum(samples) / len(samples) / 100 if samples else None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ class GaugeStats:
     last: float
     peak_at_s: float
     n_samples: int
+    span_s: float = 0.0
+    """From the first retained sample to the last: how much of the window the samples cover."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +61,7 @@ class GaugeData:
             last=float(v[-1]),
             peak_at_s=(int(self.times_ns[peak]) - window_start_ns) / 1e9,
             n_samples=len(v),
+            span_s=(int(self.times_ns[-1]) - int(self.times_ns[0])) / 1e9,
         )
 
     def same_as(self, other: GaugeData) -> bool:

@@ -8,9 +8,14 @@ epoch's first and so its warm-up); the peak is the device table's for the dtypes
 or the user's (``peak_tflops=``). Both go into every stage epoch's window as gauges
 (``perfkit.names.FLOPS_PER_STEP``, ``PEAK_FLOPS``), so a window read back from a run directory
 carries what its MFU is computed from; where either is unknown nothing is recorded and the MFU
-abstains, saying why (``perfkit.resources.mfu``). On CUDA the sync watch
-(``perfkit.torch.watch_syncs``) times where the host blocks on the device, by call site. Nothing
-here runs without torch, and nothing but a stated peak without CUDA.
+abstains, saying why (``perfkit.resources.mfu``). ``FlopCounterMode`` imports ``torch._dynamo``
+on first use (1 s on this machine's CPU, seconds more on a GPU host): the account imports it when
+it is made, in the run's set-up, so the first step of the first window does not carry it.
+
+On CUDA the sync watch (``perfkit.torch.watch_syncs``) times where the host blocks on the device,
+by call site, while a stage epoch is open: it is started by the first open stage and stopped when
+the last one closes, so nothing is patched between windows or after the run. Nothing here runs
+without torch, and nothing but a stated peak without CUDA.
 """
 
 from __future__ import annotations
@@ -43,6 +48,14 @@ class DeviceAccount:
         self._counting: tuple[AbstractContextManager[Any], Any] | None = None
         self._counted = False
         self._warn = WarnOnce()
+        if flops_per_step is None and (peak_tflops is not None or self._cuda() is not None):
+            self._prepare_count()
+
+    def _prepare_count(self) -> None:
+        try:
+            import torch._dynamo  # noqa: F401  # what FlopCounterMode imports on its first use
+        except Exception as exc:  # the count then fails on the first step, warned once
+            self._warn("flops", f"perfkit: torch._dynamo cannot be imported ({exc!r})")
 
     @staticmethod
     def _cuda() -> Any:
@@ -68,6 +81,19 @@ class DeviceAccount:
         if stage == "train" and uncounted and (torch is not None or self.stated_peak is not None):
             self._count()
         self._record()
+
+    def stage_ends(self, still_open: bool) -> None:
+        """A stage epoch ended: the watch stops with the last open one (``still_open`` False)."""
+        if not still_open:
+            self._stop_watch()
+
+    def _stop_watch(self) -> None:
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            try:
+                watch.stop()
+            except Exception as exc:  # a watch that cannot stop: its records are written
+                self._warn("watch", f"perfkit: the sync watch did not stop cleanly ({exc!r})")
 
     def step_ended(self, stage: str) -> None:
         """A step ended: the first training step's FLOPs are counted now."""
@@ -121,7 +147,4 @@ class DeviceAccount:
             self._counting = None
             with contextlib.suppress(Exception):  # nothing was counted: no MFU
                 context.__exit__(None, None, None)
-        if self._watch is not None:
-            watch, self._watch = self._watch, None
-            with contextlib.suppress(Exception):  # a watch that cannot stop: its records are written
-                watch.stop()
+        self._stop_watch()

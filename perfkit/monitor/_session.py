@@ -255,6 +255,7 @@ class Session(StageListener):
         self._each("step_ended", stage, index, duration_ns)
 
     def stage_ended(self, window: StageWindow) -> None:
+        self._device.stage_ends(still_open=self.recorder.active is not None)  # the sync watch: in stages
         self._each("stage_ended", window)
 
     def interval_ended(self, window: StageWindow) -> None:

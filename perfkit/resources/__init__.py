@@ -9,11 +9,12 @@ The device's FLOPs are here too: ``device_peak`` (a dense peak by device name an
 NVIDIA's datasheets, or abstaining with the reason), ``mixed_peak`` (the peak of a step whose
 matmuls run in several dtypes) and ``mfu`` / ``step_mfu`` (the model's FLOP/s against that peak).
 What the device's timers left in a window is read back here too, for any window and without
-torch: ``stall_sites`` (``perfkit.torch.watch_syncs``'s synchronizations by call site),
+torch: ``gpu_busy`` (NVML's busy share, where its samples cover 2 s), ``stall_sites``
+(``perfkit.torch.watch_syncs``'s synchronizations by call site),
 ``copy_stats`` and ``copy_advice`` (``perfkit.torch.time_copy``'s copies, and what pinning gains).
 """
 
-from .._device_facts import Copies, CopyAdvice, StallSite, copy_advice, copy_stats, stall_sites
+from .._device_facts import Copies, CopyAdvice, StallSite, copy_advice, copy_stats, gpu_busy, stall_sites
 from .._mfu import Mfu, mfu, mixed_peak, step_mfu
 from .._peaks import PEAKS, DevicePeak, Peak, device_peak
 from ._lease import lease, release
@@ -39,6 +40,7 @@ __all__ = [
     "copy_stats",
     "default_sources",
     "device_peak",
+    "gpu_busy",
     "lease",
     "mfu",
     "mixed_peak",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+from .._device_facts import gpu_busy
 from .._loader_names import loader_index
 from .._mfu import mfu
 from .._snapshot import Snapshot
@@ -116,9 +117,9 @@ def _device(snap: Snapshot, p: str, step: Stats | None) -> dict[str, float]:
     """The GPU's account: its busy share (NVML), the host's time blocked on it, and the MFU where the
     step's FLOPs and the device's peak were recorded."""
     out: dict[str, float] = {}
-    busy = [g.mean for n, g in snap.gauges.items() if n.endswith(".util_percent") and "memory" not in n]
-    if busy:
-        out[f"{p}/gpu_busy_fraction"] = sum(busy) / len(busy) / 100
+    busy = gpu_busy(snap)
+    if busy is not None:
+        out[f"{p}/gpu_busy_fraction"] = busy
     stalls = [snap[n].total_s for n in snap if n.startswith(SYNC_STALL)]
     if stalls:
         out[f"{p}/sync_stall_s"] = sum(stalls)

@@ -13,16 +13,20 @@ import pytest
 
 from perfkit.findings import diagnose_windows
 from perfkit.names import FLOPS_PER_STEP, H2D_BYTES, H2D_COPY, H2D_PINNED_BYTES, PEAK_FLOPS, stall_series
+from perfkit.stages import stage_metrics
 from tests.findings.test_rules import Epoch, case, epoch, fires, judged
 
 __all__ = ["epoch"]  # the fixture, used by name
 Make = Callable[[str], Epoch]
 
 
-def gpu(e: Epoch, busy_percent: float, samples: int = 10) -> Epoch:
-    for _ in range(samples):
-        e.reg.gauge("gpu0.util_percent", busy_percent)
-        e.reg.gauge("gpu0.memory_util_percent", 5.0)  # not the GPU's busy time
+def gpu(e: Epoch, busy_percent: float, samples: int = 10, every_s: float = 0.25) -> Epoch:
+    """NVML's samples, ``every_s`` apart (10 of them cover 2.25 s: enough to read a busy share)."""
+    t0 = e.clock()
+    for i in range(samples):
+        t = t0 + round(i * every_s * 1e9)
+        e.reg.gauge("gpu0.util_percent", busy_percent, t_ns=t)
+        e.reg.gauge("gpu0.memory_util_percent", 5.0, t_ns=t)  # not the GPU's busy time
     return e
 
 
@@ -142,14 +146,47 @@ def test_compute_bound_says_no_mfu_without_a_peak(epoch: Make) -> None:
     assert "MFU" not in v.message
 
 
-def test_a_sync_every_step_costs_the_gpu_idle_time_it_leaves_in_the_steps(epoch: Make) -> None:
-    """The host blocks 2 ms a step, then works 88 ms with nothing queued: the GPU is busy 30%."""
-    e = gpu(epoch("train").steps(*[90] * 10), busy_percent=30)
-    e.span(stall_series("train.py:42"), *[2] * 10)
+def test_a_sync_every_step_costs_the_hosts_other_work_it_keeps_from_overlapping_the_gpu(
+    epoch: Make,
+) -> None:
+    """A step of 90 ms: the host blocks 60 ms on the GPU's work, then does 30 ms of its own with
+    nothing queued. Without the sync the two overlap: the step takes max(60, 30), saving 30 ms."""
+    e = gpu(epoch("train").steps(*[90] * 10), busy_percent=70)
+    e.span(stall_series("train.py:42"), *[60] * 10)
     v = fires("SYNC_STALL", case(e.window()))
-    assert v.share == pytest.approx(0.70)
-    assert "the GPU idles 70% of the epoch in the steps" in v.message
-    assert v.evidence["stall_fraction"] == pytest.approx(0.02)
+    assert v.share == pytest.approx(0.30)
+    assert v.evidence["stall_fraction"] == pytest.approx(0.60)
+    assert "30% of the epoch that overlapping the two would save" in v.message
+
+
+def test_a_sync_costs_no_more_than_the_time_the_gpu_idles(epoch: Make) -> None:
+    e = gpu(epoch("train").steps(*[90] * 10), busy_percent=88)  # NVML: idle 12%
+    e.span(stall_series("train.py:42"), *[45] * 10)  # blocked 45%, the host's own 45%
+    assert fires("SYNC_STALL", case(e.window())).share == pytest.approx(0.12)
+
+
+def test_one_sync_at_the_end_of_a_loop_that_kept_the_gpu_busy_is_no_stall(epoch: Make) -> None:
+    """The host queues the epoch's work and waits once at the end: blocked 87%, nothing to gain."""
+    e = gpu(epoch("train").steps(*[10] * 9, 880), busy_percent=97)
+    e.span(stall_series("train.py:50"), 870)
+    assert judged("SYNC_STALL", case(e.window())) == []
+
+
+def test_a_host_bound_step_leaves_the_syncs_share_to_sync_stall(epoch: Make) -> None:
+    """Step 90%, GPU busy 50%, a sync blocking 40 ms a step: the GPU's idle 40% is the sync's."""
+    e = gpu(epoch("train").steps(*[90] * 10), busy_percent=50)
+    e.span(stall_series("train.py:42"), *[40] * 10)
+    assert fires("SYNC_STALL", case(e.window())).share == pytest.approx(0.40)
+    assert judged("HOST_BOUND", case(e.window())) == []
+
+
+def test_nvml_samples_covering_less_than_two_seconds_read_no_busy_share(epoch: Make) -> None:
+    """NVML's utilisation lags by up to a 1 s sample period: a short window cannot read it."""
+    short = gpu(epoch("train").steps(*[90] * 10), busy_percent=20, every_s=0.1)  # 0.9 s of samples
+    assert judged("HOST_BOUND", case(short.window())) == []
+    assert "perf/train/gpu_busy_fraction" not in stage_metrics(short.window())
+    long = gpu(epoch("train").steps(*[90] * 10), busy_percent=20, every_s=0.25)  # 2.25 s
+    assert stage_metrics(long.window())["perf/train/gpu_busy_fraction"] == pytest.approx(0.20)
 
 
 def test_a_pageable_copy_is_h2d_copys_and_not_a_sync_stall_too(epoch: Make) -> None:

@@ -78,6 +78,30 @@ def test_the_watch_restores_the_debug_mode_and_methods() -> None:
     assert torch.cuda.get_sync_debug_mode() == mode
 
 
+def test_a_sessions_watch_times_the_stage_epochs_syncs_and_is_off_between_them() -> None:
+    from perfkit.monitor import Options, Session
+
+    item, mode = torch.Tensor.item, torch.cuda.get_sync_debug_mode()
+    session = Session(
+        Options(registry=perfkit.Registry(), console=False, sample_resources=False, flops_per_step=1.0)
+    )
+    x = torch.ones(1, device="cuda")
+    session.begin("train", 0)
+    for _ in range(3):
+        session.recorder.step_begin("train")
+        busy(10)
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        x.item()
+        session.recorder.step_end("train")
+    window = session.end("train")
+    assert torch.Tensor.item is item
+    assert torch.cuda.get_sync_debug_mode() == mode
+    assert window is not None
+    timed = [(s.site, s.count) for s in stall_sites(window.snapshot) if s.timed]
+    assert timed == [(f"{HERE}:{line}", 3)]
+    session.close()
+
+
 def test_count_flops_books_cuda_matmuls_to_the_dtype_they_ran_in() -> None:
     a = torch.randn(512, 512, device="cuda")
     with perfkit.torch.count_flops() as bf16, torch.autocast("cuda", dtype=torch.bfloat16):

@@ -9,11 +9,12 @@ its own epoch (``rank_sections``, ``Case.rank_wall_s``).
 
 from __future__ import annotations
 
+from ..._device_facts import gpu_busy
 from ..._rule import Outcome
 from ..._units import format_seconds
 from ...names import display_name, part_label, stage_label, step_series
 from .._case import Case, rank_sections
-from ._device import gpu_busy, mfu_line
+from ._device import mfu_line
 from ._rule import Rule
 
 ONE_SECTION = 0.5

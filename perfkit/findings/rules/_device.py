@@ -14,10 +14,9 @@ FLOPs against the device's dense peak, where both were known) is context on COMP
 
 from __future__ import annotations
 
-from ..._device_facts import copy_advice, copy_stats, stall_sites
+from ..._device_facts import copy_advice, copy_stats, gpu_busy, stall_sites
 from ..._mfu import mfu
 from ..._rule import Outcome
-from ..._snapshot import Snapshot
 from ..._units import format_bytes, format_seconds
 from ...names import FLOPS_PER_STEP, PEAK_FLOPS, stage_label, step_series
 from .._case import Case
@@ -26,16 +25,6 @@ from ._rule import Rule
 HOST_BUSY = 0.5
 """A step holding half the epoch is what the host spends its time on: where the GPU idles through
 it, the host is the limit."""
-
-
-def gpu_busy(snapshot: Snapshot) -> float | None:
-    """The GPUs' mean utilisation over the window, 0 to 1 (NVML's samples), or None without any."""
-    samples = [
-        g.mean
-        for name, g in snapshot.gauges.items()
-        if name.endswith(".util_percent") and "memory" not in name
-    ]
-    return sum(samples) / len(samples) / 100 if samples else None
 
 
 def mfu_line(case: Case) -> str | None:
@@ -48,36 +37,49 @@ def mfu_line(case: Case) -> str | None:
     return mfu(flops.last, steps=step.count, seconds=step.total_s, peak=peak.last / 1e12).line
 
 
-def sync_stall(case: Case, minimum: float) -> Outcome:
+def sync_cost(case: Case) -> tuple[float, float]:
+    """What the window's timed synchronizations cost, as shares of the epoch: (saved, blocked).
+
+    ``blocked`` is the host's time in them (a pageable copy's wait left to H2D_COPY). It is not the
+    cost: while the host waits the GPU runs what was queued. The cost is the host's other work in
+    the step, done while the GPU had nothing queued; without the sync it overlaps the GPU's. A step
+    of G seconds on the GPU and H of the host's own goes from G + H to max(G, H): it saves
+    min(G, H), here min(blocked, step - blocked), and never more than the GPU's idle share where
+    NVML read it. A loop that queues its epoch and synchronizes once at the end (blocked nearly all
+    of it, busy throughout) saves nothing.
+    """
     sites = [s for s in stall_sites(case.window.snapshot) if s.timed]
     wall = case.window.account.wall_s
-    copies = copy_stats(case.window.snapshot)  # a pageable copy blocks too: H2D_COPY's, not counted twice
+    copies = copy_stats(case.window.snapshot)
     total = max(0.0, sum(s.total_s for s in sites) - (copies.host_s if copies is not None else 0.0))
     blocked = total / wall if wall > 0 else 0.0
-    share = blocked
+    saved = min(blocked, max(0.0, case.fraction("step") - blocked))
     busy = gpu_busy(case.window.snapshot)
-    steady = sites and sum(s.count for s in sites) >= case.steps / 2
-    if busy is not None and steady:
-        # a sync every step leaves the device nothing queued while the host does the rest of the
-        # step: the GPU's idle time inside the step is the sync's cost, not only the host's wait
-        share = max(blocked, min(case.fraction("step"), 1 - busy) - case.fraction("data_wait"))
+    if busy is not None:
+        saved = min(saved, 1 - busy)
+    return saved, blocked
+
+
+def sync_stall(case: Case, minimum: float) -> Outcome:
+    share, blocked = sync_cost(case)
     if share < minimum:
         return None
+    sites = [s for s in stall_sites(case.window.snapshot) if s.timed]
     top = sites[0]
     where = f"{top.site} ({top.count} calls, {format_seconds(top.mean_s)} each)"
     more = f" and {len(sites) - 1} other site{'s' if len(sites) > 2 else ''}" if len(sites) > 1 else ""
     message = (
         f"the host waits on the GPU {blocked:.0%} of the {stage_label(case.stage)} epoch in synchronizing "
-        f"calls: {where}{more}"
+        f"calls: {where}{more}; with nothing queued after each, the GPU idles while the host does the rest "
+        f"of the step, {share:.0%} of the epoch that overlapping the two would save"
     )
-    if share > blocked:
-        message += f"; with nothing queued after each, the GPU idles {share:.0%} of the epoch in the steps"
     action = (
         f"stop synchronizing every step at {top.site}: keep the loss and metrics on the device and read "
         "them every N steps (loss.detach(), then .item() at logging time; Lightning's self.log does), "
         "no .cpu(), .item(), .tolist(), nonzero() or printing of a tensor inside the loop"
     )
-    evidence = {"stall_s": total, "stall_fraction": blocked, "calls": float(top.count)}
+    wall = case.window.account.wall_s
+    evidence = {"stall_s": blocked * wall, "stall_fraction": blocked, "calls": float(top.count)}
     return case.verdict(share, message, action, subject=top.site, evidence=evidence)
 
 
@@ -112,16 +114,24 @@ def host_bound(case: Case, minimum: float) -> Outcome:
     step = case.fraction("step")
     if busy is None or step < HOST_BUSY:
         return None
-    share = step - busy  # the step's time the GPU was not busy in, at least
+    # the step's time the GPU was not busy in, less what the syncs and copies explain (theirs)
+    copies = copy_stats(case.window.snapshot)
+    copied = (
+        copies.host_s / case.window.account.wall_s
+        if copies is not None and case.window.account.wall_s > 0
+        else 0.0
+    )
+    share = step - busy - sync_cost(case)[0] - copied
     if share < minimum:
         return None
     message = (
         f"the step keeps the host busy {step:.0%} of the {stage_label(case.stage)} epoch while the GPU is "
-        f"busy {busy:.0%}: the host launches work slower than the device runs it (many small kernels)"
+        f"busy {busy:.0%}: the host's own work sets the step's time (Python, launching many small kernels), "
+        "not the GPU"
     )
     action = (
         "launch fewer, larger kernels: CUDA graphs (torch.compile(mode='reduce-overhead')), torch.compile, "
-        "a larger batch, fused optimizers (fused=True)"
+        "a larger batch, fused optimizers (fused=True); a torch.profiler window shows the host's own ops"
     )
     evidence = {"gpu_busy_fraction": busy, "step_fraction": step}
     return case.verdict(share, message, action, subject="launch", evidence=evidence)
