@@ -186,7 +186,7 @@ def gpu_tests(ctx: Ctx, out_dir: Path | None) -> Result:
 
 EXPECT = {
     "data-bound loop (slow CPU loader)": "INPUT_BOUND / GPU_IDLE (data)",
-    "per-step .item() sync stall": "SYNC_STALL",
+    "per-step .item() sync stall": "SYNC_STALL at the saving; the compute beside it",
     "large unpinned batch copy": "H2D_COPY",
     "launch-bound loop (300 tiny kernels)": "HOST_BOUND",
     "matmul MFU, bf16": "COMPUTE_BOUND (MFU)",

@@ -77,7 +77,8 @@ def elapsed_s(start: Any, end: Any) -> float:
 
 
 def first_verdict(window: Any) -> tuple[str, dict[str, Any]]:
-    """The first verdict perfkit names for one stage window, as the lead's wiring makes it today."""
+    """The verdicts perfkit names for one stage window, first and the next two with their shares (a
+    cause that is not the largest, a sync stall beside the compute it stalls, is judged by its share)."""
     from perfkit.findings import diagnose_windows
 
     diagnosis = diagnose_windows([window])
@@ -86,10 +87,12 @@ def first_verdict(window: Any) -> tuple[str, dict[str, Any]]:
         return "none", {}
     v = ranked[0]
     floor = "" if diagnosis.verdicts else " (below the floor)"
-    return f"{v.kind} {v.share:.0%}{floor}", {
+    then = ", ".join(f"{x.kind} {x.share:.0%}" for x in ranked[1:3])
+    return f"{v.kind} {v.share:.0%}{floor}" + (f"; then {then}" if then else ""), {
         "kind": v.kind,
         "share": v.share,
         "all": [x.kind for x in ranked],
+        "shares": {x.kind: x.share for x in ranked},
     }
 
 
