@@ -71,7 +71,7 @@ def sync_stall(case: Case, minimum: float) -> Outcome:
     message = (
         f"the host waits on the GPU {blocked:.0%} of the {stage_label(case.stage)} epoch in synchronizing "
         f"calls: {where}{more}; with nothing queued after each, the GPU idles while the host does the rest "
-        f"of the step, {share:.0%} of the epoch that overlapping the two would save"
+        f"of the step: overlapping the two would save up to {share:.0%} of the epoch"
     )
     action = (
         f"stop synchronizing every step at {top.site}: keep the loss and metrics on the device and read "
