@@ -1,6 +1,7 @@
 """One rank of an FSDP2 loop over gloo (``fully_shard`` per layer), each rank with its own clocks.
 
     python fsdp_job.py RANK WORLD PORT OUT MODE
+    torchrun --nproc_per_node 2 fsdp_job.py torchrun OUT MODE [plain]
 
 MODE: ``straggler`` (rank ``SLOW``'s first layer sleeps ``PLANTED_S`` in every forward: the others
 wait for it in the next layer's all-gather), ``heavy`` (large layers and a tiny batch: mostly
@@ -14,11 +15,12 @@ asynchronous one's wait), so every wait is known by the job's clock, with the ph
 ran in (forward, backward, optimizer, rest) and the bytes each call moved (an all-gather's output, a
 reduce-scatter's input). Each rank prints one JSON line: per epoch, by its own clock, the loop's
 wall time, each phase's seconds, and the waits, calls and bytes by (phase, collective). Rank 0 writes
-the run directory OUT.
+the run directory OUT. ``plain``: the same loop with no perfkit call (``perfkit run`` times it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
@@ -104,15 +106,21 @@ def add(seen: dict[str, dict[str, float]], what: str, key: str, x: float) -> Non
 
 
 def main() -> None:  # run as a script only: pytest imports this file for its doctests
-    rank, world, port, out, mode = (
-        int(sys.argv[1]),
-        int(sys.argv[2]),
-        sys.argv[3],
-        Path(sys.argv[4]),
-        sys.argv[5],
-    )
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    plain = sys.argv[-1] == "plain"  # no perfkit call: perfkit run's to time
+    if sys.argv[1] == "torchrun":  # its rank and world from torchrun's environment
+        out, mode = Path(sys.argv[2]), sys.argv[3]
+        dist.init_process_group("gloo")
+    else:
+        rank, world, port, out, mode = (
+            int(sys.argv[1]),
+            int(sys.argv[2]),
+            sys.argv[3],
+            Path(sys.argv[4]),
+            sys.argv[5],
+        )
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    rank = dist.get_rank()
     seen: dict[str, dict[str, float]] = {"waits": {}, "calls": {}, "bytes": {}}
     clocked(seen)
     width, depth, batch = SHAPES[mode]
@@ -125,15 +133,21 @@ def main() -> None:  # run as a script only: pytest imports this file for its do
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)
     data = TensorDataset(torch.randn(STEPS * batch, width, generator=g))
-    run = RunWriter(out) if rank == 0 else None
+    run = RunWriter(out) if rank == 0 and not plain else None
+    loader = DataLoader(data, batch_size=batch)
     epochs = []
     for epoch in range(EPOCHS):
         for kept in seen.values():
             kept.clear()
         phases = dict.fromkeys(("forward", "backward", "optimizer", "rest"), 0.0)
-        with perfkit.window("train", epoch=epoch, run=run, gather=perfkit.torch.gather_ranks) as w:
+        window = (
+            contextlib.nullcontext(None)
+            if plain
+            else perfkit.window("train", epoch=epoch, run=run, gather=perfkit.torch.gather_ranks)
+        )
+        with window as w:
             t_epoch = time.perf_counter()
-            for (x,) in w.iterate(DataLoader(data, batch_size=batch)):
+            for (x,) in loader if w is None else w.iterate(loader):
                 t = [time.perf_counter()]
                 PHASE[0] = "forward"
                 if mode == "balanced":
