@@ -37,6 +37,8 @@ from typing import Any, Protocol
 
 import torch
 
+from .._buffer import add_record
+from .._context import NODES, get_cell, new_cell
 from .._cuda import record_gpu_span
 from .._gpu_events import EventFactory, GpuEvent, torch_events
 from .._registry import Registry
@@ -135,8 +137,10 @@ def untimed(fn: Callable[..., Any]) -> Callable[..., Any]:
 def record_wait(collective: str, t0: int, t1: int, *, failed: bool = False) -> None:
     """One wait of ``collective`` from ``t0`` to ``t1`` (the first consumer's clock), for every
     consumer, in the part each is in now."""
+    parent = (get_cell(None) or new_cell())[0]  # nested in the open section, as Registry.record has it
     for c in _CONSUMERS:
-        c.registry.record(collective_series(c.part_now(), collective), t0, t1, error=failed)
+        node = NODES.child(parent, collective_series(c.part_now(), collective))
+        add_record(c.registry, node, t0, t1, failed=failed)
 
 
 def tag(work: Any, collective: str, device: bool) -> None:
