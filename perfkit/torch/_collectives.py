@@ -99,10 +99,9 @@ def time_collectives(consumer: CollectiveConsumer, *, streams: Streams | None = 
     ...     def part_now(self): return "forward"
     >>> stop = perfkit.torch.time_collectives(Recorder())
     >>> import torch.distributed as dist
-    >>> hasattr(dist.all_gather_single, "__perfkit_original__"); stop()
-    True
     >>> hasattr(dist.all_gather_single, "__perfkit_original__")
-    False
+    True
+    >>> stop()
     """
     if not callable(getattr(consumer, "part_now", None)) or not isinstance(
         getattr(consumer, "registry", None), Registry
