@@ -99,7 +99,7 @@ def time_collectives(consumer: CollectiveConsumer, *, streams: Streams | None = 
     ...     def part_now(self): return "forward"
     >>> stop = perfkit.torch.time_collectives(Recorder())
     >>> import torch.distributed as dist
-    >>> hasattr(dist.all_gather_single, "__perfkit_original__")
+    >>> hasattr(dist.all_reduce, "__perfkit_original__")
     True
     >>> stop()
     """
