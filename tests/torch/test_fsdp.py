@@ -101,15 +101,18 @@ def own_compute(clock: dict[str, Any], phase: str) -> float:
 
 def clock_noise(window: StageWindow, own: dict[int, Any]) -> float:
     """How far perfkit's spans and the job's clock around the same spans disagree, in seconds: the
-    largest difference over ranks and step parts (perfkit's forward starts where the step does, a
-    little before the job's clock)."""
+    largest difference over ranks and step parts, of the part itself (perfkit's forward starts where
+    the step does, a little before the job's clock) and of the waits in it (perfkit's span of each
+    call also holds the job's own wrapper)."""
     gaps = []
     for r in window.ranks:
         clock = own[r.rank][window.epoch]
-        parts = r.account.subjects["step"]
-        gaps += [
-            abs(parts.get(phase, 0.0) - float(clock["phases"][phase])) for phase in ("forward", "backward")
-        ]
+        parts, waits = r.account.subjects["step"], r.account.subjects["collective_wait"]
+        for phase in ("forward", "backward"):
+            gaps.append(
+                abs(parts.get(phase, 0.0) - float(clock["phases"][phase]))
+                + abs(waits.get(phase, 0.0) - waited(clock, phase))
+            )
     return max(gaps)
 
 
