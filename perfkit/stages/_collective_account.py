@@ -61,8 +61,8 @@ def collective_subjects(snapshot: Snapshot) -> dict[str, dict[str, float]]:
             moved[collective], calls[collective] = data.total, float(data.count)
     if not (by_part or moved):
         return {}
-    out = {WAIT_BY_PART: by_part, WAIT_BY_COLLECTIVE: by_collective, BYTES: moved, CALLS: calls}
-    return {k: v for k, v in out.items() if v}
+    found = (by_part, by_collective, moved, calls)
+    return {k: v for k, v in zip(COLLECTIVE_SUBJECTS, found, strict=True) if v}
 
 
 def in_steps(subjects: Mapping[str, Mapping[str, float]]) -> float | None:
