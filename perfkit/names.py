@@ -31,7 +31,11 @@ Records of a stage epoch:
 ``NAME.gpu``                the GPU time of a ``cuda=True`` section or ``@timed`` function
 ``NAME.recursion``          calls of ``NAME`` made while a call of it was open on their path
                             (recursion): counted, and how deep, never added to a tree's time
-``dist.wait``               a ``torch.distributed`` collective called from Python (``perfkit run``)
+``dist.wait.PART.COLL``     one collective's exposed wait: the time the rank was held by it (a
+                            synchronous call's, or its ``Work.wait()``'s; on CUDA the waiting
+                            stream's), in the step part ``PART`` it fell in (``COLLECTIVE_PARTS``),
+                            by collective ``COLL`` (``COLLECTIVES``); gauge ``dist.bytes.COLL``: the
+                            bytes of each (``perfkit.torch.time_collectives``)
 ``dist.grad_wait``          one per DDP step: how long the rank waited for its gradient all-reduce
                             past its own backward (``perfkit.torch.time_gradient_sync``); inside
                             ``STAGE.step``, and the account's overlay ``sync_wait``
@@ -58,8 +62,10 @@ a trace         ``data_wait``, ``forward``, ``backward``, ``optimizer``, ``other
 ``forward``, ``backward`` and ``optimizer`` are the pieces of ``step`` that a trace can see;
 ``other`` is, in both, the time nothing measured covers. An *overlay* is a measured piece of one
 account part, not a part of its own (the parts still add up to the wall time): ``sync_wait`` is
-the seconds of ``step`` spent waiting for the other ranks in DDP's gradient all-reduce, so
-``step`` less ``sync_wait`` is the rank's own compute (``ACCOUNT_OVERLAYS``).
+the seconds of ``step`` spent waiting for the other ranks in DDP's gradient all-reduce,
+``collective_wait`` those held by the collectives timed at their Python entry points (FSDP's
+all-gathers and reduce-scatters, a script's all-reduce), so ``step`` less both is the rank's own
+compute (``ACCOUNT_OVERLAYS``).
 
 The words of perfkit's public names, one meaning each (docs/design.md "Names" lists them with
 the names that use them; any other word in a public name means what it means in English):
@@ -97,7 +103,7 @@ loader            what a stage iterates for its batches (a DataLoader, any itera
                   its stage; of several in one stage the ``k``-th from the second on is ``STAGE/k``
 worker            a DataLoader worker process, making batches for its loader
 wait              time a loop spent blocked: on its loader's next batch (``data_wait``), or on the
-                  other ranks (``sync_wait``, ``dist.wait``)
+                  other ranks (``sync_wait``, ``collective_wait``, ``dist.wait``)
 fetch             a batch's making in a DataLoader worker
 loop              a timed loop over a loader (``timed_iter``); a turn is one request for an item to
                   the next
@@ -108,8 +114,8 @@ part              a piece of a step's or a stage epoch's time. The account's par
                   ``step`` a trace can see
 account           a stage epoch's wall time split into parts that add up to it (per loader and per
                   rank too)
-overlay           a measured piece inside one part, not adding to the wall time (``sync_wait`` in
-                  ``step``)
+overlay           a measured piece inside one part, not adding to the wall time (``sync_wait``,
+                  ``collective_wait`` in ``step``)
 hook              time in another component's code during a stage: a callback's, a checkpoint
                   callback's, the model's own hooks, a logger's methods
 zone              when in a stage epoch its unmeasured time (``other``) fell: before the first step,
@@ -136,6 +142,11 @@ rank              one process of a distributed job; a stage epoch is merged over
 merge             combining the windows of ranks or processes into one (exact up to ``EXACT_MAX``
                   ranks, sketches above); ``gather`` is the transport that brings each rank's part
 straggler         the rank the others wait for
+collective        one ``torch.distributed`` operation every rank of a group joins, named by what it
+                  does (``all_gather``, ``reduce_scatter``, ``all_reduce``, ``broadcast``, ...); its
+                  exposed wait is the time it held the rank (the part not overlapped with compute)
+communication     a stage epoch's exposed waits in collectives: by step part, by collective, with
+                  the bytes and calls per step
 run               one execution of a training program; its run directory holds what it measured
                   (``perfkit run`` times a command unchanged)
 job               one process writing a run directory: two given one directory write beside each
@@ -227,7 +238,10 @@ RUN_DIR_ENV = "PERFKIT_RUN_DIR"
 """The environment variable ``perfkit run`` hands its run directory to the command's processes in."""
 
 DIST_WAIT = "dist.wait"
-"""Time in a ``torch.distributed`` collective called from Python (``perfkit run`` times them)."""
+"""Prefix of each collective's exposed wait, ``dist.wait.PART.COLLECTIVE`` (``collective_series``):
+free of any stage, it lands in the stage epoch whose window is open."""
+DIST_BYTES = "dist.bytes"
+"""Prefix of the gauge of each collective's bytes, ``dist.bytes.COLLECTIVE`` (``collective_bytes_gauge``)."""
 
 GRAD_WAIT = "dist.grad_wait"
 """Each DDP step's wait for its gradient all-reduce past the rank's own backward: from the launch of
@@ -438,7 +452,9 @@ def is_stage_series(name: str) -> bool:
     >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
     [True, True, False]
     """
-    if name == GRAD_WAIT or name.endswith((STEP, WAIT, ITER, END, FETCH, FETCH_CPU, TURN, LOADER_SETUP)):
+    if name == GRAD_WAIT or name.startswith((DIST_WAIT + ".", DIST_BYTES + ".")):
+        return True
+    if name.endswith((STEP, WAIT, ITER, END, FETCH, FETCH_CPU, TURN, LOADER_SETUP)):
         return True
     if name.endswith(_PART_SUFFIXES) or name.endswith(_WAIT_PART_SUFFIXES):
         return True
@@ -476,9 +492,10 @@ PEAK_FLOPS = "perfkit.peak_flops"
 denominator)."""
 
 SYNC_WAIT = "sync_wait"
-COMPUTE = "compute"  # not a part: ``step`` less its ``sync_wait``, where that was measured
+COLLECTIVE_WAIT = "collective_wait"
+COMPUTE = "compute"  # not a part: ``step`` less its waits for the others, where they were measured
 
-ACCOUNT_OVERLAYS = {SYNC_WAIT: STEP_PART}
+ACCOUNT_OVERLAYS = {SYNC_WAIT: STEP_PART, COLLECTIVE_WAIT: STEP_PART}
 """The account's overlays (measured pieces inside one part, not adding to the wall time), each with
 the part it lies inside: a fixed set, so a per-rank row of parts and overlays has a fixed length."""
 
@@ -509,3 +526,48 @@ def part_label(part: str) -> str:
 
 TRACE_METADATA_KEY = "perfkit"
 """Top-level key of a Chrome trace written in a profiler window: ``{"sections": [...]}``."""
+
+
+COLLECTIVES = (
+    "all_gather",
+    "reduce_scatter",
+    "all_reduce",
+    "broadcast",
+    "all_to_all",
+    "reduce",
+    "gather",
+    "scatter",
+    "barrier",
+)
+"""The collectives by what they do (each of ``torch.distributed``'s forms -- ``all_gather_single``,
+``all_gather_into_tensor``, ``all_gather_object``, ... -- is one of these)."""
+OUTSIDE = "outside"
+"""Where a collective waited outside every step (an epoch's end, a callback between steps)."""
+COLLECTIVE_PARTS = (*STEP_PARTS, REST, OUTSIDE)
+"""Where a collective's wait fell: a step's part (``rest``: in a step, in no part), or ``outside``."""
+
+
+def collective_series(part: str, collective: str) -> str:
+    """The exposed waits of ``collective`` in step part ``part`` (``COLLECTIVE_PARTS``).
+
+    >>> collective_series("forward", "all_gather"), collective_of("dist.wait.backward.reduce_scatter")
+    ('dist.wait.forward.all_gather', ('backward', 'reduce_scatter'))
+    """
+    return f"{DIST_WAIT}.{part}.{collective}"
+
+
+def collective_of(series: str) -> tuple[str, str] | None:
+    """(part, collective) of a ``collective_series`` name, None for another series."""
+    if not series.startswith(DIST_WAIT + "."):
+        return None
+    part, _, collective = series[len(DIST_WAIT) + 1 :].partition(".")
+    return (part, collective) if collective else None
+
+
+def collective_bytes_gauge(collective: str) -> str:
+    """The gauge of each ``collective``'s bytes: one sample per call (its count is the calls).
+
+    >>> collective_bytes_gauge("reduce_scatter")
+    'dist.bytes.reduce_scatter'
+    """
+    return f"{DIST_BYTES}.{collective}"

@@ -86,6 +86,7 @@ def test_perfkit_torch_exports_no_implementation_types() -> None:
         "instrument",
         "load_loader",
         "pinned_bandwidth",
+        "time_collectives",
         "time_copy",
         "time_gradient_sync",
         "time_step_parts",

@@ -193,7 +193,9 @@ def test_under_torchrun_rank_0_writes_the_run_directory(tmp_path: Path) -> None:
     assert [(w.stage, w.epoch) for w in run.windows] == [("train", 0), ("train", 1)]
     snapshot = run.windows[0].window.snapshot
     assert snapshot["train.step"].count == 5  # 20 samples of 40 on this rank, 4 a batch
-    assert snapshot["dist.wait"].count == 5
+    # each step's all-reduce: its wait, in the step (no backward: all of it forward), and its bytes
+    assert snapshot["dist.wait.forward.all_reduce"].count == 5
+    assert snapshot.gauges["dist.bytes.all_reduce"].count == 5
 
 
 def test_the_standalone_example_runs_under_it(tmp_path: Path) -> None:

@@ -167,13 +167,22 @@ class Session(StageListener):
     ) -> None:
         """Open a ``stage`` epoch (``StageRecorder.begin``), cut into intervals by the options' plan
         (or ``intervals``); the first one starts the resource sampler and, where torch is in use,
-        the timing of each step's backward, optimizer step and zero_grad."""
+        the timing of each step's backward, optimizer step and zero_grad, and where
+        ``torch.distributed`` is, of each collective's wait (``perfkit.torch.time_collectives``)."""
         if self._sampler is None and self.options.sample_resources:
             self._sampler = lease(self.registry, self.options.sample_interval_s)
         if self._stop_parts is None and "torch" in sys.modules:
-            from ..torch import time_step_parts
+            from ..torch import time_collectives, time_step_parts
 
-            self._stop_parts = time_step_parts(self.recorder)
+            stops = [time_step_parts(self.recorder)]
+            if "torch.distributed" in sys.modules:
+                stops.append(time_collectives(self.recorder))
+
+            def stop_both() -> None:
+                for stop in stops:
+                    stop()
+
+            self._stop_parts = stop_both
         self.recorder.begin(stage, epoch, loader=loader, intervals=intervals or self._plan, guess=guess)
         self._device.stage_begins(stage)  # in the window: its FLOPs and peak, where known
 
@@ -220,8 +229,8 @@ class Session(StageListener):
             self.close()
 
     def close(self) -> None:
-        """Give the resource sampler back and stop timing step parts (also where a run ends without
-        ``finish``: an interrupted fit)."""
+        """Give the resource sampler back and stop timing step parts and collectives (also where a
+        run ends without ``finish``: an interrupted fit)."""
         if self._sampler is not None:
             sampler, self._sampler = self._sampler, None
             release(sampler)

@@ -19,6 +19,11 @@ Under several ranks each epoch's window is merged over them at its end, bounded 
 bytes: ``Ranks`` is the transport a framework provides (``perfkit.torch.gather_ranks``), and
 ``merge_ranks`` merges one rank's ``RankResult`` through one (what the recorder calls).
 
+Where ranks wait for each other in collectives (``perfkit.torch.time_collectives``, DDP's
+``time_gradient_sync``), ``communication`` reads an epoch's exposed communication (its share, by
+step part, by collective, bytes per step) and ``straggler_parts`` where in the step its slow rank
+is slow, and what the others wait in.
+
 ``check_stages`` is the check of every ``stages=`` argument (some of ``perfkit.names.STAGES``).
 """
 
@@ -26,6 +31,7 @@ from ..loaders import LoopStats, all_loops, cores_for_workers, loop_stats, worke
 from ._account import PARTS, RESIDUAL_ZONES, Account, stage_account
 from ._batch import batch_size
 from ._choice import check_stages
+from ._comm import Communication, StragglerParts, communication, straggler_parts
 from ._intervals import Intervals, intervals_from
 from ._merge import EXACT_MAX, TOP_K, Merged, RankResult, Ranks
 from ._merge import merge as merge_ranks
@@ -42,6 +48,7 @@ __all__ = [
     "SCOPES",
     "TOP_K",
     "Account",
+    "Communication",
     "Gather",
     "Intervals",
     "LoopStats",
@@ -54,10 +61,12 @@ __all__ = [
     "StageListener",
     "StageRecorder",
     "StageWindow",
+    "StragglerParts",
     "all_loops",
     "batch_size",
     "check_listeners",
     "check_stages",
+    "communication",
     "cores_for_workers",
     "intervals_from",
     "keep_slowest",
@@ -67,6 +76,7 @@ __all__ = [
     "stage_account",
     "stage_metrics",
     "stage_prefix",
+    "straggler_parts",
     "tag_step",
     "take_tags",
     "worker_count",

@@ -19,14 +19,18 @@ from the loader), they can add up to more than the wall time: ``other`` is then 
 An *overlay* is a measured piece of one part, not a part of its own (the parts still add up to
 the wall time):
 
-================  ====================================================================
-``sync_wait``     inside ``step``: the rank's wait for DDP's gradient all-reduce past its own
-                  backward (``dist.grad_wait``, ``perfkit.torch.time_gradient_sync``)
-================  ====================================================================
+===================  ====================================================================
+``sync_wait``        inside ``step``: the rank's wait for DDP's gradient all-reduce past its own
+                     backward (``dist.grad_wait``, ``perfkit.torch.time_gradient_sync``)
+``collective_wait``  inside ``step``: the rank's exposed waits in every other collective
+                     (FSDP's all-gathers and reduce-scatters, a script's all-reduce:
+                     ``perfkit.torch.time_collectives``), by step part and by collective in the
+                     subjects (``perfkit.stages._collective_account``)
+===================  ====================================================================
 
 An overlay rather than a part carved out of ``step``: a waiting rank is still in its step (the
-step time every other rule and report reads stays the truth of its loop), and a run without DDP
-keeps the account it always had. ``step`` less ``sync_wait`` is the rank's own compute
+step time every other rule and report reads stays the truth of its loop), and a run without
+collectives keeps the account it always had. ``step`` less both waits is the rank's own compute
 (``Account.compute_s``): what tells a slow rank from the ranks that wait for it.
 
 >>> import perfkit
@@ -54,6 +58,7 @@ from ..names import (
     ACCOUNT_PARTS,
     CALLBACKS,
     CHECKPOINT,
+    COLLECTIVE_WAIT,
     GRAD_WAIT,
     HOOK_KINDS,
     LOADER_SETUP,
@@ -74,6 +79,7 @@ from ..names import (
     wait_part_series,
     wait_series,
 )
+from ._collective_account import collective_subjects, in_steps
 
 PARTS = ACCOUNT_PARTS
 """The parts of an account, in the order a report stacks them (``perfkit.names``)."""
@@ -103,7 +109,9 @@ class Account:
 
     ``overlays``: seconds measured inside one part (``perfkit.names.ACCOUNT_OVERLAYS``), not adding to
     the wall time: ``sync_wait``, the part of ``step`` spent waiting for the other ranks in DDP's
-    gradient all-reduce. Absent where it was not measured (not the same as 0: no wait).
+    gradient all-reduce; ``collective_wait``, the part held by the other collectives (their
+    subjects: ``collective_wait`` by step part, ``collectives`` by collective, ``collective_bytes``,
+    ``collective_calls``). Absent where it was not measured (not the same as 0: no wait).
     """
 
     wall_s: float
@@ -124,13 +132,14 @@ class Account:
         return self.seconds(part) / self.wall_s if self.wall_s > 0 else 0.0
 
     def compute_s(self) -> float | None:
-        """The step's own compute: ``step`` less its ``sync_wait`` (None where the wait was not measured).
+        """The step's own compute: ``step`` less its ``sync_wait`` and ``collective_wait`` (None where
+        neither wait was measured).
 
         >>> Account(1.0, {"step": 0.8}, overlays={"sync_wait": 0.3}).compute_s()
         0.5
         """
-        wait = self.overlays.get(SYNC_WAIT)
-        return None if wait is None else max(0.0, self.seconds(STEP_PART) - wait)
+        waits = [self.overlays[k] for k in (SYNC_WAIT, COLLECTIVE_WAIT) if k in self.overlays]
+        return None if not waits else max(0.0, self.seconds(STEP_PART) - sum(waits))
 
     @staticmethod
     def empty(wall_s: float) -> Account:
@@ -244,7 +253,13 @@ def stage_account(
         "loader_setup": setups,
         "other": residual_zones(snapshot, stage, names, spans, parts["other"]),
         **({STEP_PART: step_parts} if (step_parts := _step_parts(snapshot, stage, parts["step"])) else {}),
+        **collective_subjects(snapshot),
     }
+    overlays: dict[str, float] = {}
+    if GRAD_WAIT in snapshot:
+        overlays[SYNC_WAIT] = _total(snapshot, GRAD_WAIT)
+    if (waited := in_steps(subjects)) is not None:
+        overlays[COLLECTIVE_WAIT] = waited
     loaders: dict[str, Account] = {}
     if len(names) > 1:
         steps = _steps_by_loader(snapshot, stage, names)
@@ -260,11 +275,9 @@ def stage_account(
         overlap_s=max(0.0, named - wall_s),
         first_batch_extra_s=sum(a.first_batch_extra_s or 0.0 for a in own.values()),
         loaders=loaders,
-        # the wait is inside the steps: never more than they took (a record of a step cut off at
+        # the waits are inside the steps: never more than they took (a record of a step cut off at
         # the window's edge)
-        overlays={SYNC_WAIT: min(_total(snapshot, GRAD_WAIT), parts["step"])}
-        if GRAD_WAIT in snapshot
-        else {},
+        overlays={k: min(seconds, parts["step"]) for k, seconds in overlays.items()},
     )
 
 

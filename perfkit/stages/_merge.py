@@ -16,10 +16,12 @@ timeout and never the fit:
    * above, fixed-size vectors: per series its count, total, errors, spread and a quantile
      sketch (``perfkit._sketch``: 1% relative error), summed over ranks with ``all_reduce``;
      min and max with one ``all_reduce(MIN)``; one row of floats per rank (``all_gather``: wall,
-     steps, samples, the first batch's extra, the account's parts and overlays: a rank's
-     gradient-sync wait); and the whole account and slowest steps of the ``TOP_K`` slowest
-     ranks only (a ``broadcast`` each; the merged account's subjects are theirs, see
-     ``mean_account``). Bytes a rank sends do not grow with the number of ranks but for the rows.
+     steps, samples, the first batch's extra, the account's parts and overlays -- a rank's
+     gradient-sync and collectives' waits --, its step's parts and its collectives' waits by
+     step part: where in its step a rank is slow, and where the others wait); and the whole
+     account and slowest steps of the ``TOP_K`` slowest ranks only (a ``broadcast`` each; the
+     merged account's other subjects are theirs, see ``mean_account``). Bytes a rank sends do
+     not grow with the number of ranks but for the rows.
 
 Where a round times out, the window is this rank's alone, ``missing`` names the ranks that had
 not reached the merge (from the process group's store), and the merge stays off for the rest of
@@ -44,8 +46,9 @@ import numpy.typing as npt
 from .._sketch import BUCKETS, Sketch
 from .._snapshot import NodeTotals, Snapshot
 from .._stats import SeriesData
-from ..names import ACCOUNT_OVERLAYS, ACCOUNT_PARTS, DATA_WAIT, STEP_PART
+from ..names import ACCOUNT_OVERLAYS, ACCOUNT_PARTS, COLLECTIVE_PARTS, DATA_WAIT, REST, STEP_PART, STEP_PARTS
 from ._account import Account
+from ._collective_account import WAIT_BY_PART
 from ._window import SlowStep
 
 EXACT_MAX = 8
@@ -199,6 +202,8 @@ def _layout(keys: Sequence[str]) -> list[int]:
     return [0, *np.cumsum(sizes).tolist()]
 
 
+_SUBJECT_ROWS = ((STEP_PART, (*STEP_PARTS, REST)), (WAIT_BY_PART, COLLECTIVE_PARTS))
+"""The subjects a rank's row carries at fixed keys: its step's parts, its collectives' waits by part."""
 _ROW = (
     "wall_s",
     "samples",
@@ -208,6 +213,7 @@ _ROW = (
     "first_batch_extra_s",
     *ACCOUNT_PARTS,
     *ACCOUNT_OVERLAYS,
+    *(f"{subject}.{key}" for subject, keys in _SUBJECT_ROWS for key in keys),
 )
 
 
@@ -242,10 +248,17 @@ def _pack(mine: RankResult, keys: Sequence[str]) -> tuple[I64, I64, F64, F64]:
             math.nan if a.first_batch_extra_s is None else a.first_batch_extra_s,
             *(a.seconds(p) for p in ACCOUNT_PARTS),
             *(a.overlays.get(o, math.nan) for o in ACCOUNT_OVERLAYS),  # NaN: not measured
+            *(x for subject, keys in _SUBJECT_ROWS for x in _subject_row(a, subject, keys)),
         ],
         dtype=np.float64,
     )
     return sums, mins, fsums, row
+
+
+def _subject_row(a: Account, subject: str, keys: Sequence[str]) -> list[float]:
+    """``subject``'s seconds at ``keys`` (NaN throughout where the rank has none: not measured)."""
+    got = a.subjects.get(subject)
+    return [math.nan] * len(keys) if not got else [got.get(k, 0.0) for k in keys]
 
 
 def _sketch_of(d: SeriesData) -> Sketch:
@@ -261,13 +274,20 @@ def _sketch_of(d: SeriesData) -> Sketch:
 
 
 def _from_row(rank: int, row: F64) -> RankResult:
-    """A rank known by its row alone: its account's parts and overlays, not their subjects."""
+    """A rank known by its row alone: its account's parts and overlays, its step's parts and its
+    collectives' waits by part; no other subject."""
     v = dict(zip(_ROW, row.tolist(), strict=True))
     overlays = {o: v[o] for o in ACCOUNT_OVERLAYS if not math.isnan(v[o])}
+    subjects = {
+        subject: {k: v[f"{subject}.{k}"] for k in keys if v[f"{subject}.{k}"] > 0}
+        for subject, keys in _SUBJECT_ROWS
+        if not math.isnan(v[f"{subject}.{keys[0]}"])
+    }
     extra = v["first_batch_extra_s"]
     account = Account(
         v["wall_s"],
         {p: v[p] for p in ACCOUNT_PARTS},
+        subjects=subjects,
         overlap_s=v["overlap_s"],
         first_batch_extra_s=None if math.isnan(extra) else extra,
         overlays=overlays,
@@ -282,7 +302,8 @@ def mean_account(results: Sequence[RankResult]) -> Account:
     """The ranks' mean account (``Account.mean``). Where some ranks are known by their rows alone
     (above ``exact_max``), the parts, overlays and first-batch figure are every rank's mean, and
     the subjects and loaders' accounts the mean of the ranks whose details travelled (the slowest):
-    a row-only rank's empty subjects would otherwise dilute every callback's seconds by N."""
+    a row-only rank's empty subjects would otherwise dilute every callback's seconds by N. The
+    subjects every row carries (the step's parts, the collectives' waits by part) are every rank's."""
     if len(results) == 1:
         return results[0].account
     mean = Account.mean(r.account for r in results)
@@ -290,7 +311,8 @@ def mean_account(results: Sequence[RankResult]) -> Account:
     if not detailed or len(detailed) == len(results):
         return mean
     known = Account.mean(detailed)
-    return replace(mean, subjects=known.subjects, loaders=known.loaders, dataset=known.dataset)
+    rows = {subject: mean.subjects[subject] for subject, _ in _SUBJECT_ROWS if subject in mean.subjects}
+    return replace(mean, subjects={**known.subjects, **rows}, loaders=known.loaders, dataset=known.dataset)
 
 
 def _unpack(mine: Snapshot, keys: Sequence[str], sums: I64, mins: I64, fsums: F64, world: int) -> Snapshot:

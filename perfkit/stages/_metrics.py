@@ -34,6 +34,7 @@ from ..names import (
     wait_series,
 )
 from ._account import PARTS
+from ._comm import communication
 from ._window import StageWindow
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_/. -]")  # what MLflow accepts in a metric key
@@ -106,6 +107,7 @@ def stage_metrics(
         out[f"{p}/nested_stages_s"] = window.nested_s
     out.update(_memory(snap, p))
     out.update(_ranks(window, p))
+    out.update(_communication(window, p))
     if window.slowest:
         out[f"{p}/slowest_step_ms"] = max(s.duration_s for s in window.slowest) * 1e3
     if user_series:
@@ -258,6 +260,30 @@ def _ranks(window: StageWindow, p: str) -> dict[str, float]:
         f"{p}/step_ms_mean_slowest_rank": means[slowest] * 1e3,
         f"{p}/step_ms_mean_rank_spread": (means[slowest] - min(means[r] for r in ran)) * 1e3,
     }
+
+
+def _communication(window: StageWindow, p: str) -> dict[str, float]:
+    """The exposed waits in collectives (``communication``): ``perf/train/communication/wait_fraction``,
+    then by where they fell (``.../communication/forward/wait_s``) and by collective
+    (``.../communication/all_gather/wait_s``, ``bytes_per_step``, ``calls_per_step``)."""
+    c = communication(window)
+    if c is None:
+        return {}
+    q = metric_key(p, "communication")
+    out = {
+        f"{q}/wait_s": c.wait_s,
+        f"{q}/wait_fraction": c.share,
+        f"{q}/bytes_per_step": sum(c.bytes_per_step.values()),
+    }
+    wall = c.wall_s if c.wall_s > 0 else math.inf
+    for name, seconds in (*c.by_part.items(), *c.by_collective.items()):
+        out[metric_key(q, name, "wait_s")] = seconds
+        out[metric_key(q, name, "wait_fraction")] = seconds / wall
+    for name, n in c.bytes_per_step.items():
+        out[metric_key(q, name, "bytes_per_step")] = n
+    for name, n in c.calls_per_step.items():
+        out[metric_key(q, name, "calls_per_step")] = n
+    return out
 
 
 def _user_series(snap: Snapshot, p: str) -> dict[str, float]:

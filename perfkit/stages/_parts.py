@@ -24,7 +24,7 @@ own code, gradient clipping, a callback's work inside the closure that is not a 
 
 from __future__ import annotations
 
-from ..names import FORWARD
+from ..names import FORWARD, REST
 
 
 class StepParts:
@@ -63,6 +63,18 @@ class StepParts:
                 self._open[-1][1] = now  # the outer part runs again
             if name == part:
                 return
+
+    def current(self) -> str:
+        """The part running now: the innermost open one; else ``forward`` before the step's first
+        part (what comes before it is forward, as ``close`` counts it), ``rest`` after one ended.
+
+        >>> p = StepParts(); before = p.current(); p.begin("backward", 5); inside = p.current()
+        >>> p.end("backward", 9); before, inside, p.current()
+        ('forward', 'backward', 'rest')
+        """
+        if self._open:
+            return str(self._open[-1][0])
+        return FORWARD if self.first_at is None else REST
 
     def exclude(self, ns: int) -> None:
         """``ns`` of another component's hook ran inside the innermost open part: not its time."""

@@ -32,7 +32,7 @@ from .._context import NODES, get_cell, new_cell
 from .._registry import Registry, check_registry, current_registry
 from .._validate import check_int, check_number
 from .._warn import WarnOnce
-from ..names import HOOK, hook_series, step_part_series, step_series
+from ..names import HOOK, OUTSIDE, hook_series, step_part_series, step_series
 from ._account import stage_account
 from ._batch import batch_size
 from ._intervals import Cuts, Intervals
@@ -343,6 +343,15 @@ class StageRecorder:
         state = self._open[stage] if stage is not None else None
         if state is not None and state.step_start is not None:
             state.parts.end(part, self.registry.clock())
+
+    def part_now(self) -> str:
+        """Where a wait happening now falls: the active stage's open step's part running now
+        (``StepParts.current``), ``outside`` without an open step (what ``time_collectives`` asks)."""
+        stage = self.active
+        state = self._open[stage] if stage is not None else None
+        if state is None or state.step_start is None:
+            return OUTSIDE
+        return state.parts.current()
 
     def batch_done(self, stage: str, batch: Any) -> None:
         """Count the samples of the batch of the step that just ended (once per step)."""

@@ -19,7 +19,9 @@ every DataLoader iteration of the process with no code changed (what ``perfkit r
 ``time_step_parts`` tells a session each backward, optimizer step and zero_grad of the process
 (a monitored run's session starts it). ``time_gradient_sync`` times each rank's wait for DDP's
 gradient all-reduce, so a rank whose compute is slow is told from the ranks that wait for it
-(call it once on the DDP model).
+(call it once on the DDP model). ``time_collectives`` times every other collective's exposed wait
+(FSDP2's all-gathers and reduce-scatters, a script's all-reduce), in the step part it fell in, with
+its bytes (a monitored run's session starts it where ``torch.distributed`` is imported).
 ``trial`` times a DataLoader alone at each worker count and picks the smallest setting that
 keeps up. ``count_flops`` counts a real step's FLOPs once (``FlopCounterMode``), split by the
 dtype each matmul ran in: MFU's numerator (``perfkit.resources.mfu``). ``watch_syncs`` times
@@ -28,6 +30,7 @@ where the host blocks on the device (``loss.item()``, ``.cpu()``), per call site
 ``load_loader`` imports the loader a user's factory makes (``perfkit trial MODULE:FACTORY``).
 """
 
+from ._collectives import time_collectives
 from ._copies import batch_bytes, pinned_bandwidth, time_copy, to_device
 from ._ddp import TorchRanks, world_size
 from ._flops import FlopCount, count_flops
@@ -55,6 +58,7 @@ __all__ = [
     "instrument",
     "load_loader",
     "pinned_bandwidth",
+    "time_collectives",
     "time_copy",
     "time_gradient_sync",
     "time_step_parts",

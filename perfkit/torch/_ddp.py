@@ -2,7 +2,8 @@
 
 Collectives run only from epoch-level hooks, on every rank in the same order:
 per-batch collectives deadlock as soon as ranks see different batch counts
-(predict always does).
+(predict always does). They are perfkit's, not the training's: called ``untimed``, so no
+collective's wait of theirs is in an epoch's account.
 
 ``TorchRanks`` (``perfkit.torch.gather_ranks``) is the transport of ``perfkit.stages``' merge:
 async collectives collected by one deadline, and the process group's store to name the ranks that
@@ -24,6 +25,7 @@ import numpy.typing as npt
 
 from .._validate import check_int, check_number
 from ..stages import EXACT_MAX
+from ._collectives import untimed
 
 T = TypeVar("T")
 
@@ -42,7 +44,7 @@ def gather(obj: T) -> list[T]:
     if n < 2:
         return [obj]
     out: list[Any] = [None] * n
-    dist.all_gather_object(out, obj)
+    untimed(dist.all_gather_object)(out, obj)
     return out
 
 
@@ -85,7 +87,7 @@ class TorchRanks:
         mine = torch.from_numpy(np.ascontiguousarray(row, dtype=np.int64)).to(_device())
         out = [torch.empty_like(mine) for _ in range(world_size())]
         self._arrive()
-        if not self._wait([dist.all_gather(out, mine, async_op=True)]):
+        if not self._wait([untimed(dist.all_gather)(out, mine, async_op=True)]):
             return None
         return np.stack([o.cpu().numpy() for o in out])
 
@@ -96,7 +98,7 @@ class TorchRanks:
         size = max(max(sizes), 1)
         out = [torch.empty(size, dtype=torch.uint8, device=_device()) for _ in sizes]
         self._arrive()
-        if not self._wait([dist.all_gather(out, _padded(blob, size), async_op=True)]):
+        if not self._wait([untimed(dist.all_gather)(out, _padded(blob, size), async_op=True)]):
             return None
         return [bytes(o.cpu().numpy()[:n]) for o, n in zip(out, sizes, strict=True)]
 
@@ -132,12 +134,17 @@ class TorchRanks:
             for r, n in sources.items()
         }
         self._arrive()
+        all_reduce, all_gather, broadcast = (
+            untimed(dist.all_reduce),
+            untimed(dist.all_gather),
+            untimed(dist.broadcast),
+        )
         works = [
-            dist.all_reduce(t_sums, op=dist.ReduceOp.SUM, async_op=True),
-            dist.all_reduce(t_mins, op=dist.ReduceOp.MIN, async_op=True),
-            dist.all_reduce(t_fsums, op=dist.ReduceOp.SUM, async_op=True),
-            dist.all_gather(rows, t_row, async_op=True),
-            *(dist.broadcast(buf, src=r, async_op=True) for r, buf in bufs.items()),
+            all_reduce(t_sums, op=dist.ReduceOp.SUM, async_op=True),
+            all_reduce(t_mins, op=dist.ReduceOp.MIN, async_op=True),
+            all_reduce(t_fsums, op=dist.ReduceOp.SUM, async_op=True),
+            all_gather(rows, t_row, async_op=True),
+            *(broadcast(buf, src=r, async_op=True) for r, buf in bufs.items()),
         ]
         if not self._wait(works):
             return None

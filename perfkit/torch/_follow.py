@@ -22,7 +22,8 @@ the session and hands it here). From then on, in this process:
   so the records made in its workers arrive (``LOADER.data.fetch``); its settings and the CPU
   split of its waits and steps are recorded as ``perfkit.window`` records them, so the advice
   has a worker count and a gain;
-* ``torch.distributed`` collectives called from Python are ``dist.wait`` (``_collectives``).
+* each ``torch.distributed`` collective's wait is timed in the step part it fell in (the
+  session's ``time_collectives``, as under every driver).
 
 What is left alone: a loader someone already instrumented (the Lightning and Hugging Face
 callbacks, ``perfkit.torch.instrument``: they own its stage epochs), loaders iterated off the
@@ -48,7 +49,6 @@ from .._state import SWITCH
 from .._warn import WarnOnce
 from ..loaders import CpuSplit, record_settings
 from ..stages import StageRecorder, StageWindow
-from ._collectives import time_collectives
 from ._dataloader import hook_iterators, instrument_dataloader, settings_of
 
 _ATTR = "_perfkit_autorun"
@@ -85,7 +85,6 @@ def follow_loaders(driver: LoopDriver) -> LoopFollower:
     hook_iterators()  # first: ours is then the outer __next__, and times the wait for a Shipment
     _hook_loaders()
     _track_model_mode()
-    time_collectives(driver.recorder.registry)
     return follower
 
 

@@ -1,7 +1,7 @@
 """``time_gradient_sync``: each DDP step's wait for the gradient all-reduce, per rank.
 
 DDP all-reduces the gradients in buckets from its C++ reducer, inside ``backward``: no Python
-collective is called, so ``dist.wait`` cannot see it, and a rank that waits there for a slow
+collective is called, so ``time_collectives`` cannot see it, and a rank that waits there for a slow
 rank shows only a step as long as the slow rank's. This registers a DDP communication hook that
 launches the very all-reduce DDP launches without one (the bucket divided by the world size,
 then summed: ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook``, same
@@ -9,7 +9,8 @@ result bit for bit) and times, per step, how long the rank was held past its own
 the launch of its last bucket (its backward's gradients are all ready by then) to the completion
 of every bucket of the step. That is one ``dist.grad_wait`` record per step, in the open stage
 epoch's window, and the account's ``sync_wait``: the rank everyone waits for waits least, and
-the others' wait is its extra time::
+the others' wait is its extra time. Each bucket's bytes are a sample of ``dist.bytes.all_reduce``,
+as every timed collective's are::
 
     model = DDP(model)
     perfkit.torch.time_gradient_sync(model)     # once, before the first backward
@@ -35,7 +36,8 @@ from .._cuda import record_gpu_span
 from .._gpu_events import EventFactory, torch_events
 from .._registry import Registry, current_registry
 from .._state import SWITCH
-from ..names import GRAD_WAIT
+from ..names import GRAD_WAIT, collective_bytes_gauge
+from ._collectives import untimed
 
 _MARK = "_perfkit_gradient_sync"
 
@@ -59,15 +61,17 @@ class _SyncClock:
         tensor.div_(group.size())  # first, as DDP's default does, against overflow in fp16
         if SWITCH.on:
             self._launch(tensor, bool(bucket.is_last()))
-        # the original all_reduce: under ``perfkit run`` the namespace's is timed as dist.wait,
-        # and an asynchronous launch is no wait
-        all_reduce = getattr(dist.all_reduce, "__perfkit_original__", dist.all_reduce)
+        # the original all_reduce: the namespace's may be timed (``time_collectives``), and this
+        # wait is dist.grad_wait's alone, not counted twice
+        all_reduce = untimed(dist.all_reduce)
         fut = all_reduce(tensor, group=group, async_op=True).get_future()
         return fut.then(self._done)
 
     def _launch(self, tensor: Any, last: bool) -> None:
         reg = self.registry or current_registry()  # looked up per step: a later use_registry() is followed
         events = (reg.gpu_events or torch_events()) if tensor.is_cuda else None
+        # the bucket's bytes, as every collective's (``dist.bytes.all_reduce``): what crosses per step
+        reg.gauge(collective_bytes_gauge("all_reduce"), float(tensor.numel() * tensor.element_size()))
         start = None
         if last and events is not None:
             start = events()

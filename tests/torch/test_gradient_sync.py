@@ -20,6 +20,7 @@ import pytest
 
 from perfkit.findings import diagnose
 from perfkit.run import read_run
+from perfkit.stages import communication
 
 HERE = Path(__file__).resolve().parent
 JOB = HERE / "gradsync_job.py"
@@ -112,6 +113,25 @@ def test_straggler_names_rank_3_its_compute_and_how_long_each_other_rank_waits(
     compute = {r: top.evidence[f"rank{r}_compute_s"] for r in range(WORLD)}
     excess = compute[SLOW] - statistics.median(compute[r] for r in range(WORLD) if r != SLOW)
     assert excess == pytest.approx(extra, rel=0.25)
+
+
+@pytest.mark.slow
+def test_communication_reads_ddps_wait_as_backwards_all_reduce_counted_once(
+    job: tuple[Path, dict[int, Any]],
+) -> None:
+    """DDP's gradient sync and the timing of every other collective agree: the hook's all-reduce is
+    one all-reduce in backward, its wait ``sync_wait``'s, its bytes the gradients'."""
+    run_dir, _ = job
+    window = [w for w in read_run(run_dir).windows if w.stage == "train"][-1].window
+    c = communication(window)
+    assert c is not None
+    waits = [r.account.overlays["sync_wait"] for r in window.ranks]
+    assert dict(c.by_collective) == {"all_reduce": pytest.approx(statistics.fmean(waits))}
+    assert dict(c.by_part) == {"backward": pytest.approx(statistics.fmean(waits))}
+    assert c.rank_wait_s == pytest.approx(waits)
+    assert "collective_wait" not in window.account.overlays  # the hook's own all-reduce is not timed again
+    gradients = (32 * 64 + 64 + 64 * 2 + 2) * 4  # the model's parameters, in fp32
+    assert c.bytes_per_step == {"all_reduce": pytest.approx(gradients)}
 
 
 def test_one_record_per_step_a_second_call_is_a_no_op_and_a_users_own_hook_is_refused(tmp_path: Path) -> None:
