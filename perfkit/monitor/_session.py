@@ -166,9 +166,10 @@ class Session(StageListener):
         guess: str | None = None,
     ) -> None:
         """Open a ``stage`` epoch (``StageRecorder.begin``), cut into intervals by the options' plan
-        (or ``intervals``); the first one starts the resource sampler and, where torch is in use,
-        the timing of each step's backward, optimizer step and zero_grad, and where
-        ``torch.distributed`` is, of each collective's wait (``perfkit.torch.time_collectives``)."""
+        (or ``intervals``); the first one starts the resource sampler. Where torch is in use, the
+        timing of each step's backward, optimizer step and zero_grad, and where ``torch.distributed``
+        is, of each collective's wait (``perfkit.torch.time_collectives``), runs while a stage epoch
+        is open: torch is patched only then, never between windows or after the run."""
         if self._sampler is None and self.options.sample_resources:
             self._sampler = lease(self.registry, self.options.sample_interval_s)
         if self._stop_parts is None and "torch" in sys.modules:
@@ -234,10 +235,13 @@ class Session(StageListener):
         if self._sampler is not None:
             sampler, self._sampler = self._sampler, None
             release(sampler)
+        self._stop_torch()
+        self._device.close()
+
+    def _stop_torch(self) -> None:
         if self._stop_parts is not None:
             stop, self._stop_parts = self._stop_parts, None
             stop()
-        self._device.close()
 
     def _published(self) -> bool:
         return self.monitor is not None and bool(self.monitor.last_metrics)
@@ -264,7 +268,9 @@ class Session(StageListener):
         self._each("step_ended", stage, index, duration_ns)
 
     def stage_ended(self, window: StageWindow) -> None:
-        self._device.stage_ends(still_open=self.recorder.active is not None)  # the sync watch: in stages
+        if self.recorder.active is None:  # the last open stage: torch is unpatched until the next
+            self._stop_torch()
+        self._device.stage_ends(still_open=self.recorder.active is not None)
         self._each("stage_ended", window)
 
     def interval_ended(self, window: StageWindow) -> None:

@@ -124,3 +124,19 @@ def test_no_module_keeps_a_map_from_owners_to_their_live_state() -> None:
 def test_a_session_refuses_what_is_not_its_parts(bad: dict[str, object]) -> None:
     with pytest.raises(TypeError, match=next(iter(bad))):
         Session(**bad)  # type: ignore[arg-type]
+
+
+def test_torch_is_patched_only_while_a_stage_epoch_is_open() -> None:
+    """The collectives' wrappers (and the step parts' hooks) go in with the first open stage and
+    come out with the last, so a script's session leaves nothing patched between its windows."""
+    import torch.distributed as dist
+
+    original = dist.all_reduce
+    session = Session(Options(registry=perfkit.Registry(), console=False, sample_resources=False))
+    session.begin("train", 0)
+    assert dist.all_reduce is not original
+    session.begin("val", 0)
+    session.end("val")
+    assert dist.all_reduce is not original  # training's epoch is still open
+    session.end("train")
+    assert dist.all_reduce is original
