@@ -324,6 +324,15 @@ def test_straggler_is_silent_below_a_tenth_of_the_epoch() -> None:
     assert judged("STRAGGLER", case(window)) == []
 
 
+def test_the_slowest_of_a_spread_pack_is_no_straggler() -> None:
+    """A first epoch: every rank's start-up differs (50-200 ms of data wait); the slowest, 300 ms,
+    exceeds the others' median by 200 ms (a fifth of the epoch), less than twice their 150 ms spread."""
+    waits = (0.05, 0.30, 0.10, 0.20)
+    assert judged("STRAGGLER", case(ranks(*({**EVEN, "data_wait": w} for w in waits)))) == []
+    clear = (0.05, 0.50, 0.10, 0.08)  # 420 ms past the median: more than twice the 50 ms spread
+    assert fires("STRAGGLER", case(ranks(*({**EVEN, "data_wait": w} for w in clear)))).subject == "rank 1"
+
+
 def test_straggler_slowest_in_every_epoch_is_chronic() -> None:
     epochs = [slow_data(1, 0.05 + extra, epoch=e) for e, extra in enumerate((0.16, 0.18, 0.20))]
     v = fires("STRAGGLER", case(epochs[-1], history=epochs[:-1]))

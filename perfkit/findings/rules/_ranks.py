@@ -59,6 +59,10 @@ def _spent(ranks: tuple[RankPart, ...], waits: list[float] | None) -> list[tuple
     ]
 
 
+SPREAD = 2.0
+"""How many times the other ranks' own spread (slowest less fastest) a rank's excess must pass."""
+
+
 def _straggler_of(window: StageWindow, minimum: float) -> _Straggler | None:
     """The straggler of one epoch, if one rank exceeded the others by ``minimum`` of its wall."""
     ranks = window.ranks
@@ -76,7 +80,9 @@ def _straggler_of(window: StageWindow, minimum: float) -> _Straggler | None:
         excess = spent[culprit] - others[len(others) // 2]
         wall = ranks[culprit].wall_s
         share = excess / wall if wall > 0 else 0.0
-        if share >= minimum:
+        # a straggler stands out from the pack by more than the pack's own spread: in a first
+        # epoch every rank's start-up differs, and the slowest of four by chance is no straggler
+        if share >= minimum and excess > SPREAD * (others[-1] - others[0]):
             return _Straggler(
                 window.epoch,
                 ranks[culprit].rank,
