@@ -485,6 +485,7 @@ def test_every_rule_is_specified_here(kind: str) -> None:
         importlib.import_module("tests.findings.test_rules_advice"),
         importlib.import_module("tests.findings.test_rules_parts"),
         importlib.import_module("tests.findings.test_rules_device"),
+        importlib.import_module("tests.findings.test_rules_comm"),
     ]
     names = [
         n for m in modules for n, f in inspect.getmembers(m, inspect.isfunction) if n.startswith("test_")

@@ -215,3 +215,60 @@ def test_a_balanced_control_has_no_straggler_and_no_share_beyond_the_truth(
             for p in ("forward", "backward")
         )
         assert excess <= max(0.05, truth / found.wall_s + 2 * noise / found.wall_s)  # no straggler
+
+
+def first(windows: list[StageWindow]) -> Any:
+    from perfkit.findings import diagnose_windows
+
+    verdicts = diagnose_windows(windows, cores=2).verdicts
+    assert verdicts, "no verdict"
+    return verdicts
+
+
+@pytest.mark.slow
+def test_the_slow_rank_is_named_in_its_forward_and_the_rest_of_the_waits_are_communications(
+    straggler: tuple[list[StageWindow], dict[int, Any]],
+) -> None:
+    """Over gloo on CPU this job is communication-heavy besides its straggler: even the slow rank,
+    which nobody makes wait, is held in collectives most of its epoch. So the waits split in two:
+    the others' wait for rank 1's forward (STRAGGLER's), and what every rank waits anyway, the
+    slow rank's own wait by its clock (COMMUNICATION_BOUND's)."""
+    windows, own = straggler
+    verdicts = {v.kind: v for v in first(windows)}
+    last = windows[-1]
+    wall = next(r.wall_s for r in last.ranks if r.rank == SLOW)
+    slow = own[SLOW][last.epoch]
+    v = verdicts["STRAGGLER"]
+    assert v.subject == f"rank {SLOW}"
+    assert "of it in forward" in v.message
+    assert "for it in all_gather" in v.message
+    clocks = {r: own[r][last.epoch] for r in own}
+    mine = {r: own_compute(clocks[r], "forward") for r in clocks}
+    excess = mine[SLOW] - statistics.median(mine[r] for r in clocks if r != SLOW)
+    noise = clock_noise(last, own)
+    assert v.share == pytest.approx(excess / wall, abs=max(0.05, 2 * noise / wall))
+    c = verdicts["COMMUNICATION_BOUND"]
+    truth = waited(slow) / float(slow["wall_s"])
+    assert c.share == pytest.approx(truth, abs=share_bound(last, SLOW, slow) + 2 * noise / wall)
+
+
+@pytest.mark.slow
+def test_the_first_verdict_on_the_communication_heavy_model_is_communication_bound(
+    heavy: tuple[list[StageWindow], dict[int, Any]],
+) -> None:
+    windows, own = heavy
+    (v, *_) = first(windows)
+    assert v.kind == "COMMUNICATION_BOUND"
+    last = windows[-1]
+    truth = statistics.fmean(
+        waited(own[r.rank][last.epoch]) / float(own[r.rank][last.epoch]["wall_s"]) for r in last.ranks
+    )
+    bound = max(share_bound(last, r.rank, own[r.rank][last.epoch]) for r in last.ranks)
+    assert v.share == pytest.approx(truth, abs=bound)  # the ranks' mean, by their own clocks
+
+
+@pytest.mark.slow
+def test_the_balanced_control_is_named_no_straggler(
+    balanced: tuple[list[StageWindow], dict[int, Any]],
+) -> None:
+    assert "STRAGGLER" not in {v.kind for v in first(balanced[0])}

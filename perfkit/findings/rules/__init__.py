@@ -5,7 +5,8 @@ data wait, the loaders), ``_contention`` (cores wanted by workers and threads), 
 (the step, its sections), ``_parts`` (one level below: the step's parts, where a wait went, each
 worker's batches), ``_device`` (the GPU's own account: syncs, copies, launches, idle time),
 ``_hooks`` (what runs outside the step, and what no timer covers),
-``_epochs`` (an epoch against training's and its stage's earlier ones), ``_ranks`` (DDP ranks).
+``_epochs`` (an epoch against training's and its stage's earlier ones), ``_comm`` (the ranks'
+collectives: FSDP's all-gathers and reduce-scatters, DDP's all-reduce), ``_ranks`` (the slow rank).
 A rule (``Rule``) is its kind, the signals it reads, its threshold with the reason for it
 (docs/diagnosis.md lists them), a judge, and how its verdicts share the epoch's seconds and
 advise; a diagnosis judges with every rule, partitions the epoch's seconds between the verdicts,
@@ -37,7 +38,7 @@ others; ``propose`` is its advice, run after the partition (``workers`` holds th
 """
 
 from ..._rule import kinds
-from . import _compute, _contention, _data, _device, _epochs, _hooks, _parts, _ranks
+from . import _comm, _compute, _contention, _data, _device, _epochs, _hooks, _parts, _ranks
 from ._rule import Rule
 from ._top import TopSubject
 
@@ -47,6 +48,7 @@ RULES: tuple[Rule, ...] = (
     *_compute.RULES,
     *_parts.RULES,
     *_device.RULES,
+    *_comm.RULES,
     *_hooks.RULES,
     *_epochs.RULES,
     *_ranks.RULES,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..._device_facts import gpu_busy
 from ..._rule import Outcome
 from ..._units import format_seconds
-from ...names import display_name, part_label, stage_label, step_series
+from ...names import COLLECTIVE_WAIT, display_name, part_label, stage_label, step_series
 from .._case import Case, rank_sections
 from ._device import mfu_line
 from ._rule import Rule
@@ -26,8 +26,9 @@ def compute_bound(case: Case, minimum: float) -> Outcome:
     if step_series(case.stage) not in case.window.snapshot:
         return case.abstain(f"{display_name(step_series(case.stage))} (no step was timed)")
     account = case.window.account
-    # Under DDP the step holds each rank's wait for the others in the gradient all-reduce: where
-    # that was timed, it is not compute (a straggler's cost, STRAGGLER's to claim)
+    # Under DDP and FSDP the step holds each rank's waits in collectives (the gradient all-reduce,
+    # the all-gathers, the reduce-scatters): where they were timed, they are not compute
+    # (STRAGGLER's or COMMUNICATION_BOUND's to claim)
     compute = account.compute_s()
     if compute is None:
         share = case.fraction("step")
@@ -41,7 +42,8 @@ def compute_bound(case: Case, minimum: float) -> Outcome:
     message = f"the step's own compute is {share:.0%} of the {stage_label(case.stage)} epoch"
     if compute is not None and compute < account.seconds("step"):
         wait = (account.seconds("step") - compute) / account.wall_s
-        message += f" (its {wait:.0%} waiting for the other ranks in the gradient all-reduce left out)"
+        held = "collectives" if account.overlays.get(COLLECTIVE_WAIT) else "the gradient all-reduce"
+        message += f" (its {wait:.0%} waiting for the other ranks in {held} left out)"
     parts = account.subjects.get("step", {})
     if parts and account.wall_s > 0:  # where its time went, one level below
         named = sorted(parts.items(), key=lambda kv: -kv[1])

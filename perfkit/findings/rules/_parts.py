@@ -18,7 +18,19 @@ import statistics
 
 from ..._rule import Outcome
 from ..._units import format_seconds
-from ...names import display_name, fetch_cpu_series, fetch_series, stage_label, step_part_series
+from ...names import (
+    BACKWARD,
+    COLLECTIVE_WAIT,
+    FORWARD,
+    STEP_PART,
+    SYNC_WAIT,
+    display_name,
+    fetch_cpu_series,
+    fetch_series,
+    stage_label,
+    step_part_series,
+)
+from ...stages import Account
 from .._case import Case
 from ._rule import Rule
 
@@ -29,9 +41,18 @@ SLOW_WORKER_RATIO = 1.5
 """One worker's batches this much slower than the others' is that worker's, not the loader's."""
 
 
+def own_s(a: Account, part: str) -> float:
+    """A step part's own seconds: less the rank's waits in collectives there (COMMUNICATION_BOUND's),
+    and for backward DDP's wait for the gradient all-reduce (``sync_wait``, ends the backward)."""
+    waits = a.subjects.get(COLLECTIVE_WAIT, {}).get(part, 0.0)
+    if part == BACKWARD:
+        waits += a.overlays.get(SYNC_WAIT, 0.0)
+    return max(0.0, a.subjects.get(STEP_PART, {}).get(part, 0.0) - waits)
+
+
 def optimizer_step(case: Case, minimum: float) -> Outcome:
     a = case.window.account
-    seconds = a.subjects.get("step", {}).get("optimizer", 0.0)
+    seconds = own_s(a, "optimizer")
     share = seconds / a.wall_s if a.wall_s > 0 else 0.0
     if share < minimum:
         return None
@@ -55,8 +76,7 @@ def optimizer_step(case: Case, minimum: float) -> Outcome:
 
 def slow_backward(case: Case, minimum: float) -> Outcome:
     a = case.window.account
-    parts = a.subjects.get("step", {})
-    backward, forward = parts.get("backward", 0.0), parts.get("forward", 0.0)
+    backward, forward = own_s(a, BACKWARD), own_s(a, FORWARD)  # their waits in collectives left out
     share = backward / a.wall_s if a.wall_s > 0 else 0.0
     if share < minimum or backward < BACKWARD_OVER_FORWARD * forward:
         return None

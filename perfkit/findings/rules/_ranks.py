@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from ..._rule import Outcome
 from ..._units import format_seconds
-from ...names import COMPUTE, DATA_WAIT, STEP_PART, SYNC_WAIT, stage_label
-from ...stages import RankPart, StageWindow
+from ...names import COLLECTIVE_WAIT, COMPUTE, DATA_WAIT, STEP_PART, SYNC_WAIT, stage_label
+from ...stages import RankPart, StageWindow, straggler_parts
 from .._case import Case
 from ._rule import Rule
 
@@ -39,6 +39,8 @@ class _Straggler:
     spent: tuple[float, ...]  # every rank's seconds of that, in rank order
     waits: tuple[float, ...] | None  # every rank's sync wait, in rank order (None: not measured)
     steps: tuple[int, ...]  # every rank's steps, in rank order
+    where: tuple[str, float] | None = None  # the step part its compute exceeds the others' most in
+    held_in: str | None = None  # where the others waited: "the gradient all-reduce", "all_gather", ...
 
     @property
     def account_part(self) -> str:
@@ -68,7 +70,7 @@ def _straggler_of(window: StageWindow, minimum: float) -> _Straggler | None:
     ranks = window.ranks
     if len(ranks) < 2:
         return None
-    measured = [r.account.overlays.get(SYNC_WAIT) for r in ranks]
+    measured = [_wait(r) for r in ranks]
     waits = None if any(w is None for w in measured) else [w or 0.0 for w in measured]
     # A rank slow to get its data makes the others wait for it inside their collectives, which
     # are inside their steps: so data wait is compared first, and a longer step (or compute, where
@@ -83,6 +85,7 @@ def _straggler_of(window: StageWindow, minimum: float) -> _Straggler | None:
         # a straggler stands out from the pack by more than the pack's own spread: in a first
         # epoch every rank's start-up differs, and the slowest of four by chance is no straggler
         if share >= minimum and excess > SPREAD * (others[-1] - others[0]):
+            where, held_in = _located(window, ranks[culprit].rank) if part == COMPUTE else (None, None)
             return _Straggler(
                 window.epoch,
                 ranks[culprit].rank,
@@ -92,8 +95,30 @@ def _straggler_of(window: StageWindow, minimum: float) -> _Straggler | None:
                 tuple(spent),
                 None if waits is None else tuple(waits),
                 tuple(r.steps for r in ranks),
+                where,
+                held_in,
             )
     return None
+
+
+def _wait(rank: RankPart) -> float | None:
+    """A rank's measured wait for the others: in DDP's gradient all-reduce and in collectives (None
+    where neither was timed)."""
+    o = rank.account.overlays
+    if SYNC_WAIT not in o and COLLECTIVE_WAIT not in o:
+        return None
+    return (o.get(SYNC_WAIT) or 0.0) + (o.get(COLLECTIVE_WAIT) or 0.0)
+
+
+def _located(window: StageWindow, rank: int) -> tuple[tuple[str, float] | None, str | None]:
+    """Where in its step the slow rank's compute exceeds the others' (step parts timed), and the
+    collective the others waited in longest (collectives timed)."""
+    found = straggler_parts(window)
+    if found is None or found.rank != rank:
+        return None, None
+    where = (found.part, found.excess_s[found.part]) if found.excess_s[found.part] > 0 else None
+    held = max(found.others_wait_s, key=found.others_wait_s.__getitem__) if found.others_wait_s else None
+    return where, (None if held is None else (f"the gradient {held}" if held == "all_reduce" else held))
 
 
 _WHAT = {
@@ -121,13 +146,14 @@ def _waiting(s: _Straggler, ranks: tuple[RankPart, ...]) -> str:
         who = f"the other {len(victims)} ranks wait"
     if s.waits is None:
         return f"{who} for it"
+    held = s.held_in or "the gradient all-reduce"
     waits = sorted(s.waits[i] for i, _ in victims)
     per_step = sorted(s.waits[i] / s.steps[i] for i, _ in victims if s.steps[i])
     median = waits[len(waits) // 2]
     step = f", {_ms(per_step[len(per_step) // 2])} a step" if per_step else ""
     own = s.waits[next(i for i, r in enumerate(ranks) if r.rank == s.rank)]
     return (
-        f"{who} for it in the gradient all-reduce: {_ms(median)} each in the epoch{step} "
+        f"{who} for it in {held}: {_ms(median)} each in the epoch{step} "
         f"(median; rank {s.rank} itself waits {_ms(own)})"
     )
 
@@ -158,9 +184,10 @@ def straggler(case: Case, minimum: float) -> Outcome:
     label = stage_label(case.stage)
     if last is not None:
         not_data = ", not its data" if last.part == COMPUTE else ""
+        located = f", {_ms(last.where[1])} of it in {last.where[0]}" if last.where else ""
         message = (
             f"rank {rank} is the straggler of {label}: its {what} took {_ms(last.excess_s)} more than the "
-            f"other ranks' in the epoch{not_data}, and {_waiting(last, case.window.ranks)}"
+            f"other ranks' in the epoch{located}{not_data}, and {_waiting(last, case.window.ranks)}"
         )
         share = last.share
     else:  # not in the last epoch: what it cost over the stage's epochs
