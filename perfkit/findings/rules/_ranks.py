@@ -118,7 +118,7 @@ def _located(window: StageWindow, rank: int) -> tuple[tuple[str, float] | None, 
         return None, None
     where = (found.part, found.excess_s[found.part]) if found.excess_s[found.part] > 0 else None
     held = max(found.others_wait_s, key=found.others_wait_s.__getitem__) if found.others_wait_s else None
-    return where, (None if held is None else (f"the gradient {held}" if held == "all_reduce" else held))
+    return where, (None if held is None else ("the gradient all-reduce" if held == "all_reduce" else held))
 
 
 _WHAT = {
