@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..._rule import Outcome, Verdict
-from ..._units import format_seconds
+from ..._units import format_seconds, plural
 from ...names import stage_label, step_series
 from .._case import Case
 from ..workers import LoaderFacts, Proposal, Relief, core_advice, facts, relief
@@ -61,9 +61,10 @@ def contention(case: Case, minimum: float) -> Outcome:
     if c is None or c.share < minimum:
         return None
     message = (
-        f"the {stage_label(case.stage)} step waits for cores: {c.threads} torch thread(s) and {c.f.workers} "
-        f"DataLoader worker(s) making batches by computing ({c.workers_cores:.1f} cores) want more than "
-        f"the {c.f.cores} cores; a step takes {format_seconds(c.median_s)} at the median but "
+        f"the {stage_label(case.stage)} step waits for cores: {plural(c.threads, 'torch thread')} and "
+        f"{plural(c.f.workers, 'DataLoader worker')} making batches by computing "
+        f"({c.workers_cores:.1f} cores) want more than "
+        f"the {plural(c.f.cores, 'core')}; a step takes {format_seconds(c.median_s)} at the median but "
         f"{format_seconds(c.mean_s)} on average"
     )
     evidence = {

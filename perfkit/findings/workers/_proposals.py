@@ -29,7 +29,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from ..._units import format_seconds
+from ..._units import format_seconds, plural
 from ...loaders import TrialResult, workers_needed
 from ...names import display_name, setting_gauge
 from ...stages import Account
@@ -105,12 +105,16 @@ def running_workers(
     f = facts(case, waiting_s) if loader == case.window.loader_name else None
     cap = max_workers(f) if f is not None else case.cores
     pace = f"{format_seconds(batch_s)} a batch against {format_seconds(loop_s or 0)} of loop time"
+    keep = "keeps" if count == 1 else "keep"
     if needed <= count and needed <= cap:
-        return Proposal(said=f"{count} workers keep up ({needed} needed at {pace}): {_where(case, loader)}")
+        return Proposal(
+            said=f"{plural(count, 'worker')} {keep} up ({needed} needed at {pace}): {_where(case, loader)}"
+        )
     if f is None:  # a run recorded without the CPU split: the cores left beside the loop are all we know
         if needed > case.cores:
             return Proposal(
-                said=f"only {case.cores} core(s) are free for workers ({pace}): the cores, not the worker "
+                said=f"only {plural(case.cores, 'core')} {'is' if case.cores == 1 else 'are'} free for "
+                f"workers ({pace}): the cores, not the worker "
                 f"count, are the limit; make the {work} cheaper"
             )
         return Proposal(said=f"raise num_workers from {count} to {needed} ({pace})")
@@ -196,7 +200,8 @@ def propose_measured(f: LoaderFacts, trial: TrialResult, share: float) -> Propos
     if low < NOISE:
         return Proposal(
             said=f"no change to the workers is proposed: a trial of the loader alone measured {rates[k]:.0f} "
-            f"batches/s at {k} workers, which would save about as much as it costs on {f.cores} cores"
+            f"batches/s at {plural(k, 'worker')}, which would save about as much as it costs on "
+            f"{plural(f.cores, 'core')}"
         )
     change: dict[str, Any] = {"loader": f.loader, "num_workers": k}
     if not f.persistent:  # a pool started once; every epoch would otherwise pay its start

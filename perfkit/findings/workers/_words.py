@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..._units import format_seconds
+from ..._units import format_seconds, plural
 from ._facts import MEMORY_SPARE, LoaderFacts
 from ._model import max_workers, memory_binds
 
@@ -39,8 +39,8 @@ def no_core(f: LoaderFacts) -> str:
     """No change, for the cores: the model's threads keep them busy and a batch computes."""
     return (
         f"no change to the workers is proposed: the model's threads keep {f.model_cores:.1f} of "
-        f"{f.cores} cores busy and a batch is made by computing{cpu_words(f)}, so more workers would "
-        "take their cores from the model: the cores, not the worker count, are the limit"
+        f"{plural(f.cores, 'core')} busy and a batch is made by computing{cpu_words(f)}, so more workers "
+        "would take their cores from the model: the cores, not the worker count, are the limit"
     )
 
 
@@ -56,7 +56,7 @@ def not_worth(f: LoaderFacts, k: int) -> str:
     """No change, for the noise: ``k`` workers would cost about what they save."""
     return (
         f"no change to the workers is proposed: the loader costs {format_seconds(f.batch_s)} a batch; "
-        f"{k} workers would cost about as much as they save on {f.cores} cores"
+        f"{plural(k, 'worker')} would cost about as much as they save on {plural(f.cores, 'core')}"
     )
 
 
@@ -66,7 +66,7 @@ def none_faster(f: LoaderFacts, now: float | None) -> str:
     within = (
         f"the free memory allows ({memory_words(f)})"
         if memory_binds(f, f.workers + 1)
-        else f"the {f.cores} cores allow beside the model"
+        else f"the {plural(f.cores, 'core')} allow beside the model"
     )
     return (
         f"no change to the workers is proposed: a trial of the loader alone found no setting faster than "

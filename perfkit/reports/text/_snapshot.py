@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ..._display import display_name
 from ..._registry import current_registry
 from ..._snapshot import NodeTotals, Path, Snapshot
-from ..._units import format_seconds
+from ..._units import format_seconds, plural
 from ...loaders import LoopStats, all_loops
 
 HEAD = ("count", "total", "self", "mean", "p95", "max")
@@ -39,7 +39,8 @@ def snapshot_text(snapshot: Snapshot | None = None) -> str:
     if not isinstance(snap, Snapshot):
         raise TypeError(f"snapshot must be a perfkit.Snapshot or None, got {snapshot!r}")
     lines = [
-        f"perfkit: {len(snap)} series over {format_seconds(snap.duration_s)}, {len(snap.threads)} thread(s)"
+        f"perfkit: {len(snap)} series over {format_seconds(snap.duration_s)}, "
+        f"{plural(len(snap.threads), 'thread')}"
     ]
     rows = tree_rows(snap)
     if rows:
