@@ -237,7 +237,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return exc.code
     if _size(run_dir / WINDOWS_FILE) == before:
-        said = f"perfkit run: no DataLoader was iterated: nothing timed, {run_dir} not written"
+        said = (
+            f"perfkit run: no DataLoader was iterated: nothing timed, {run_dir} not written. A loop over "
+            "batches of its own (a generator, np.memmap slices) becomes a stage where the script says so: "
+            "with perfkit.window('train', epoch=epoch) as w: for batch in w.iterate(batches): ... "
+            "(docs/quickstart.md)"
+        )
     else:
         said = _verdicts(run_dir)
     if not args.no_console:

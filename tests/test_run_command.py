@@ -158,6 +158,32 @@ def test_a_script_without_a_dataloader_says_so(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2.0"
     assert "no DataLoader was iterated" in done.stderr
+    assert "perfkit.window('train', epoch=epoch)" in done.stderr  # what to write instead
+    assert "timed" not in done.stderr.split("no DataLoader")[0]  # nothing of its own to name
+    assert not (tmp_path / "run").exists()
+
+
+OWN_LOOP = """
+import numpy as np, perfkit, torch
+data = np.arange(64, dtype=np.float32)
+def batches():
+    for i in range(0, 64, 8):
+        yield data[i:i + 8]
+for batch in perfkit.timed_iter(batches(), "train"):
+    with perfkit.section("forward"):
+        batch.sum()
+"""
+
+
+def test_a_loop_of_its_own_timed_by_the_script_is_named_with_how_to_make_it_a_stage(tmp_path: Path) -> None:
+    """nanoGPT's shape: batches sliced from an array, timed by the script with timed_iter."""
+    done = perfkit_run(tmp_path, sys.executable, "-c", OWN_LOOP)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "the script timed 5 series itself (forward, train.data.end, train.data.iter, train.data.wait, "
+        in done.stderr
+    )
+    assert "wrap its loop in perfkit.window('train', epoch=epoch)" in done.stderr
     assert not (tmp_path / "run").exists()
 
 

@@ -61,7 +61,28 @@ def autorun(run_dir: str | os.PathLike[str], *, registry: Registry | None = None
         if os.getpid() != pid or not follower.ok:
             return
         follower.close()
+        follower.guard(lambda: _say_own_records(session))
         follower.guard(lambda: session.finish(diagnose=False))
 
     atexit.register(at_exit)
     return True
+
+
+SHOWN = 5
+"""Series named when a script timed its own loop but iterated no DataLoader."""
+
+
+def _say_own_records(session: Session) -> None:
+    """No DataLoader was followed, yet the script timed things itself (``timed_iter``, sections):
+    say what, and how its loop becomes a stage (nothing was lost: no stage epoch held them)."""
+    if session.monitor is None or session.monitor.last_metrics:
+        return
+    names = sorted(session.registry.snapshot())
+    if not names:
+        return
+    shown = ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+    session.host.say(
+        f"perfkit run: the script timed {len(names)} series itself ({shown}) but iterated no "
+        "DataLoader, so no stage epoch holds them: wrap its loop in perfkit.window('train', "
+        "epoch=epoch) and iterate w.iterate(batches) to get the account and the verdicts"
+    )
