@@ -205,6 +205,9 @@ def _compare(args: argparse.Namespace) -> int:
     return REGRESSED if gate is not None and comparison.worst_growth * 100 > gate else 0
 
 
+INTERRUPTED = 130
+"""The exit code of a command stopped with Ctrl-C (128 + SIGINT): stopped, not failed."""
+
 REGRESSED = 3
 """``perfkit compare --fail-on-regression PCT``'s exit code when a stage slowed past PCT%."""
 
@@ -245,6 +248,11 @@ def _run(args: argparse.Namespace) -> int:
         )
     else:
         said = _verdicts(run_dir)
+    if code not in (0, INTERRUPTED):  # a failed command is the first thing to know about its run
+        said = (
+            f"perfkit run: the command failed (exit {code}): the verdicts below judge only what ran "
+            f"before it did\n{said}"
+        )
     if not args.no_console:
         print(said, file=sys.stderr)
     return code

@@ -126,6 +126,20 @@ def test_a_failing_script_keeps_its_exit_code_and_its_windows(tmp_path: Path, en
     assert run.final is not None
     assert not run.problems
     assert "perfkit summary:" in done.stderr
+    said = done.stderr[done.stderr.index("perfkit run: the command failed") :]
+    assert said.startswith(f"perfkit run: the command failed (exit {code}): the verdicts below judge only")
+
+
+def test_a_script_that_crashes_on_its_first_batch_is_said_to_have_failed_and_is_not_judged(
+    tmp_path: Path,
+) -> None:
+    train = script(tmp_path, "epoch(0.0, fail_at=0)\n")
+    done = perfkit_run(tmp_path, sys.executable, train)
+    assert done.returncode == 1, done.stderr
+    said = done.stderr[done.stderr.index("perfkit run: the command failed") :]
+    assert said.startswith("perfkit run: the command failed (exit 1)")
+    assert "TOP: too little to judge" in said  # no verdict on one-off costs
+    assert "Could not judge: every rule (train): no more than 1 step in" in said
 
 
 def test_ctrl_c_ends_the_script_with_130_and_leaves_its_windows(tmp_path: Path) -> None:

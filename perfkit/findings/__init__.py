@@ -12,7 +12,7 @@ from ..trace import find_bottlenecks
 from ._case import Case
 from ._change import CHANGE, Timeline
 from ._compare import Comparison, PartChange, compare_runs
-from ._diagnose import diagnose, diagnose_windows, judge
+from ._diagnose import UNJUDGED, diagnose, diagnose_windows, judge
 from ._store import write_diagnosis
 from ._verdict import Diagnosis, StageSummary
 from .rules import KINDS, RULES, Rule, TopSubject
@@ -21,6 +21,7 @@ __all__ = [
     "CHANGE",
     "KINDS",
     "RULES",
+    "UNJUDGED",
     "Abstention",
     "Case",
     "Comparison",

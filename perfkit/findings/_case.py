@@ -39,8 +39,7 @@ class Case:
 
     @property
     def steps(self) -> int:
-        step = self.window.snapshot.get(step_series(self.window.stage))
-        return step.count if step is not None else 0
+        return step_count(self.window)
 
     @property
     def rank_count(self) -> int:
@@ -89,6 +88,12 @@ class Case:
     def abstain(self, missing: str) -> Abstention:
         """This epoch cannot be judged without ``missing`` (its rule names itself)."""
         return Abstention("", self.stage, self.window.epoch, missing)
+
+
+def step_count(window: StageWindow) -> int:
+    """The steps a stage epoch's window holds."""
+    step = window.snapshot.get(step_series(window.stage))
+    return step.count if step is not None else 0
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,25 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from .._rule import Abstention, Verdict
+from .._units import format_seconds, plural
 from ..loaders import TrialResult
 from ..names import STAGES
 from ..run import RunData
 from ..stages import PARTS, StageWindow, cores_for_workers
-from ._case import Case
+from ._case import Case, step_count
 from ._partition import partition
 from ._verdict import Diagnosis, StageSummary
 from .rules import RULES, Rule
+
+MIN_STEPS = 3
+MIN_WALL_S = 0.05
+"""The least evidence a stage epoch is judged on: three steps and 50 ms. Below that an epoch is its
+one-off costs (a first batch, a checkpoint written after one step, a crash on the first batch):
+a 1-batch epoch read "CHECKPOINT 67%", a 4.8 ms validation got a profiler window. A stage is
+judged on its last epoch with enough evidence; with none, every rule abstains, saying why."""
+
+UNJUDGED = "every rule"
+"""The rule an abstention names where a stage epoch held too little to judge."""
 
 RUN_FLOOR = 0.02
 """A verdict explaining less of the run than this is context, not a problem: below a fiftieth of
@@ -64,6 +75,20 @@ def diagnose_windows(
     abstained: list[Abstention] = []
     for stage in _ordered(by_stage):
         ws = by_stage[stage]
+        judged = [i for i, w in enumerate(ws) if enough(w)]
+        if not judged:
+            last = ws[-1]
+            abstained.append(
+                Abstention(
+                    UNJUDGED,
+                    stage,
+                    last.epoch,
+                    f"more than {plural(step_count(last), 'step')} in {format_seconds(last.wall_s)} to "
+                    f"judge ({MIN_STEPS} steps and {format_seconds(MIN_WALL_S)} at least)",
+                )
+            )
+            continue
+        ws = ws[: judged[-1] + 1]
         case = Case(
             ws[-1],
             tuple(ws[:-1]),
@@ -86,6 +111,11 @@ def diagnose_windows(
         memory_peaks_mb=_memory(w for ws in by_stage.values() for w in ws),
         lost=lost or {},
     )
+
+
+def enough(window: StageWindow) -> bool:
+    """Whether ``window`` holds enough to judge (``MIN_STEPS`` steps over ``MIN_WALL_S``)."""
+    return step_count(window) >= MIN_STEPS and window.wall_s >= MIN_WALL_S
 
 
 def judge(case: Case, rules: Sequence[Rule] = RULES) -> tuple[list[Verdict], list[Abstention]]:

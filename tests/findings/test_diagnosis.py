@@ -10,7 +10,7 @@ import pytest
 
 import perfkit
 from perfkit._cli import main
-from perfkit.findings import KINDS, RULES, diagnose, diagnose_windows
+from perfkit.findings import KINDS, RULES, Case, diagnose, diagnose_windows, judge
 from perfkit.run import read_run
 from tests.conftest import FakeClock
 from tests.run.run_dirs import synthetic_run
@@ -100,11 +100,31 @@ def test_a_rule_without_its_inputs_abstains_and_says_which(clock: FakeClock, reg
     clock.advance(10 * MS)
     reg.record("custom", t, clock())  # a window with no step, no loader, no samples
     window = stage_window("val", 0, reg.snapshot(), wall_s=0.01)
-    d = diagnose_windows([window], cores=2)
-    missing = {a.rule: a.missing for a in d.abstentions}
+    case = Case(window, (), None, cores=2, stage_wall_s=0.01, run_wall_s=0.01)
+    missing = {a.rule: a.missing for a in judge(case)[1]}
     assert "val.step" in missing["COMPUTE_BOUND"]
     assert "val.data.wait" in missing["INPUT_BOUND"]
     assert "training window" in missing["EVAL_SLOWER_THAN_TRAIN"]
+
+
+def test_an_epoch_of_too_few_steps_or_too_short_is_not_judged(
+    clock: FakeClock, reg: perfkit.Registry
+) -> None:
+    """One step in 4.8 ms (a crash on the first batch, a one-batch validation): each rule would
+    judge one-off costs. The stage is judged on its last epoch with enough evidence, else not."""
+    windows = []
+    for epoch, steps in enumerate((20, 1)):
+        since = reg.cursor()
+        for _ in range(steps):
+            t = clock()
+            clock.advance(round(4.8 * MS))
+            reg.record("val.step", t, clock())
+        windows.append(stage_window("val", epoch, reg.snapshot(since=since), wall_s=0.0048 * steps))
+    (only,) = diagnose_windows(windows[1:], cores=2).abstentions
+    assert (only.rule, only.stage, only.epoch) == ("every rule", "val", 1)
+    assert only.missing == "more than 1 step in 4.80 ms to judge (3 steps and 50.00 ms at least)"
+    d = diagnose_windows(windows, cores=2)  # the first epoch holds enough: it is the one judged
+    assert [(v.kind, v.epoch) for v in d.verdicts] == [("COMPUTE_BOUND", 0)]
 
 
 def test_every_rule_documents_its_threshold() -> None:

@@ -149,13 +149,13 @@ def test_a_verdict_under_the_runs_floor_is_context(reg: perfkit.Registry, clock:
     """Training is 99% of the run; validation's wait is real but 0.6% of the run."""
     since = reg.cursor()
     for _ in range(10):
-        span(reg, clock, step_series("train"), 99)
-    train = stage_window("train", 0, reg.snapshot(since=since), wall_s=0.99)
+        span(reg, clock, step_series("train"), 990)
+    train = stage_window("train", 0, reg.snapshot(since=since), wall_s=9.9)
     since = reg.cursor()
     for _ in range(3):
-        span(reg, clock, wait_series("val"), 2)
-        span(reg, clock, step_series("val"), 1.3)
-    val = stage_window("val", 0, reg.snapshot(since=since), wall_s=0.01)
+        span(reg, clock, wait_series("val"), 20)
+        span(reg, clock, step_series("val"), 13)
+    val = stage_window("val", 0, reg.snapshot(since=since), wall_s=0.1)
     d = diagnose_windows([train, val], cores=4)
     assert [v.kind for v in d.verdicts] == ["COMPUTE_BOUND"]
     assert [(v.kind, v.stage) for v in d.context] == [("INPUT_BOUND", "val")]

@@ -76,14 +76,15 @@ HOSTILE = [
 
 
 def hostile_run(run_dir: Path, reg: perfkit.Registry, clock: FakeClock) -> None:
-    """Two epochs of a stage named with each hostile name, its only section named the same."""
+    """Two epochs of a stage named with each hostile name, its only section named the same (three
+    steps of 20 ms: the least a diagnosis judges)."""
     run = RunWriter(run_dir)
     for epoch in range(2):
         for name in HOSTILE:
             with window(name, epoch=epoch, run=run, registry=reg) as w:
-                for _ in w.iterate([1, 2]):
+                for _ in w.iterate([1, 2, 3]):
                     with perfkit.section(name, registry=reg):
-                        clock.advance(5_000_000)
+                        clock.advance(20_000_000)
     run.finish(reg.snapshot())
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..._display import display_name
 from ..._units import format_seconds
-from ...findings import Diagnosis
+from ...findings import UNJUDGED, Diagnosis
 from ...names import part_label, stage_label
 from ...run import RunData, RunInterval
 from ...stages import PARTS
@@ -42,11 +42,13 @@ def diagnosis_text(run: RunData, diagnosis: Diagnosis) -> str:
     stages = ", ".join(stage_label(s.stage) for s in diagnosis.stages) or "none"
     lines = [f"perfkit summary: {run.path} ({len(run.windows)} windows: {stages}){_job(run)}"]
     top = diagnosis.top
-    lines.append(
-        f"TOP: {top.kind}, {top.run_share:.0%} of the run: {safe(top.said)}. {safe(top.action)}"
-        if top is not None
-        else "TOP: nothing stands out (no rule crossed its threshold)"
-    )
+    unjudged = {a.stage for a in diagnosis.abstentions if a.rule == UNJUDGED}
+    if top is not None:
+        lines.append(f"TOP: {top.kind}, {top.run_share:.0%} of the run: {safe(top.said)}. {safe(top.action)}")
+    elif unjudged and unjudged >= {s.stage for s in diagnosis.stages}:
+        lines.append("TOP: too little to judge (see 'Could not judge' below)")
+    else:
+        lines.append("TOP: nothing stands out (no rule crossed its threshold)")
     if diagnosis.verdicts:
         lines += ["", "Verdicts, by the share of the run's time they explain:"]
         for i, v in enumerate(diagnosis.verdicts, 1):
