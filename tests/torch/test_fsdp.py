@@ -268,7 +268,16 @@ def test_the_first_verdict_on_the_communication_heavy_model_is_communication_bou
 
 
 @pytest.mark.slow
-def test_the_balanced_control_is_named_no_straggler(
+def test_the_balanced_control_is_named_no_straggler_and_no_communication_above_the_truth(
     balanced: tuple[list[StageWindow], dict[int, Any]],
 ) -> None:
-    assert "STRAGGLER" not in {v.kind for v in first(balanced[0])}
+    windows, own = balanced
+    verdicts = {v.kind: v for v in first(windows)}
+    assert "STRAGGLER" not in verdicts
+    if "COMMUNICATION_BOUND" in verdicts:  # never above what the ranks waited by their own clocks
+        last = windows[-1]
+        truth = statistics.fmean(
+            waited(own[r.rank][last.epoch]) / float(own[r.rank][last.epoch]["wall_s"]) for r in last.ranks
+        )
+        bound = max(share_bound(last, r.rank, own[r.rank][last.epoch]) for r in last.ranks)
+        assert verdicts["COMMUNICATION_BOUND"].share <= truth + bound
