@@ -315,9 +315,9 @@ def test_perfkit_report_reads_a_standalone_run(
     tmp_path: Path, clock: FakeClock, reg: perfkit.Registry, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = RunWriter(tmp_path / "run")
-    for e in range(2):
-        epoch(clock, reg, "train", wait_ms=1, body_ms=4, epoch=e, run=run)
-        epoch(clock, reg, "val", wait_ms=9, body_ms=1, epoch=e, run=run)
+    for e in range(2):  # epochs of 60 ms and 150 ms: enough to judge (3 steps, 50 ms)
+        epoch(clock, reg, "train", wait_ms=2, body_ms=18, epoch=e, run=run)
+        epoch(clock, reg, "val", wait_ms=45, body_ms=5, epoch=e, run=run)
     run.finish(reg.snapshot())
     assert main(["report", str(tmp_path / "run")]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "run" / "report.html")
