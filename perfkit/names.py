@@ -449,8 +449,8 @@ def stage_loaders(series: Iterable[str], loader: str) -> list[str]:
 def is_stage_series(name: str) -> bool:
     """Whether ``name`` is one of perfkit's own stage or loader series (not a user's section).
 
-    >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "collate")]
-    [True, True, False]
+    >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "train.step.rest", "collate")]
+    [True, True, True, False]
     """
     if name == GRAD_WAIT or name.startswith((DIST_WAIT + ".", DIST_BYTES + ".")):
         return True
@@ -483,7 +483,7 @@ ACCOUNT_PARTS = (DATA_WAIT, STEP_PART, CALLBACKS, MODULE_HOOKS, LOGGERS, LOADER_
 STEP_PARTS = (FORWARD, BACKWARD, OPTIMIZER, ZERO_GRAD)
 """The measured parts of a step (``STAGE.step.PART``); what none of them claims is ``REST``: the
 account's ``step`` subjects are these and ``rest``, adding up to the step (``perfkit.stages.StepParts``)."""
-_PART_SUFFIXES = tuple(f"{STEP}.{part}" for part in STEP_PARTS)
+_PART_SUFFIXES = tuple(f"{STEP}.{part}" for part in (*STEP_PARTS, REST))  # the parts and the rest
 
 FLOPS_PER_STEP = "perfkit.flops_per_step"
 """A gauge of every stage epoch's window where a step's FLOPs are known (counted once, or stated)."""

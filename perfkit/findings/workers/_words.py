@@ -56,7 +56,8 @@ def not_worth(f: LoaderFacts, k: int) -> str:
     """No change, for the noise: ``k`` workers would cost about what they save."""
     return (
         f"no change to the workers is proposed: the loader costs {format_seconds(f.batch_s)} a batch; "
-        f"{plural(k, 'worker')} would cost about as much as they save on {plural(f.cores, 'core')}"
+        f"{plural(k, 'worker')} would cost about as much as {'it saves' if k == 1 else 'they save'} on "
+        f"{plural(f.cores, 'core')}"
     )
 
 
