@@ -449,7 +449,7 @@ def stage_loaders(series: Iterable[str], loader: str) -> list[str]:
 def is_stage_series(name: str) -> bool:
     """Whether ``name`` is one of perfkit's own stage or loader series (not a user's section).
 
-    >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.ModelCheckpoint", "train.step.rest", "collate")]
+    >>> [is_stage_series(n) for n in ("val.data.wait", "val.hook.Checkpoint", "train.step.rest", "collate")]
     [True, True, True, False]
     """
     if name == GRAD_WAIT or name.startswith((DIST_WAIT + ".", DIST_BYTES + ".")):
