@@ -88,7 +88,7 @@ def test_a_cheap_loader_gets_no_workers_that_would_cost_what_they_save() -> None
         facts(wait_s=0.0003, batch_s=0.0003, batch_cpu_s=0.0003, loop_cpu_s=0.004), share=0.06
     )
     assert p.change == {}
-    assert "would cost about as much as they save on 2 cores" in p.said
+    assert "1 worker would cost about as much as it saves on 2 cores" in p.said
 
 
 # ---- the memory bound: each added worker's own memory (USS) against the least free -----------------
