@@ -36,9 +36,8 @@ def test_a_trial_that_found_workers_slower_than_the_model_says_gets_the_measured
     assert trial.change["num_workers"] == 2
     assert trial.gain is not None
     low, high = trial.gain
-    assert high == pytest.approx(
-        100 * (0.020 - 1 / 120.0) / 2.0
-    )  # the loop turns at the measured rate, not 3x faster
+    # the loop turns at the measured rate, not 3x faster; the first batch is one worker's whole batch
+    assert high == pytest.approx((100 * (0.020 - 1 / 120.0) - (0.015 + 0.005 - 1 / 120.0)) / 2.0)
     assert low < high < propose_workers(FACTS, share=0.75).gain[0]  # type: ignore[index]
 
 

@@ -24,6 +24,7 @@ from ...names import (
     iter_series,
     loop_cpu_gauge,
     setting_gauge,
+    step_series,
     wait_cpu_gauge,
     wait_series,
     worker_uss_gauge,
@@ -38,6 +39,14 @@ other processes need room too."""
 COMPUTES = 0.5
 """A batch whose CPU time is at least this fraction of its wall time is made by computing: its
 workers need cores of their own."""
+WAITING_CORE = 0.1
+"""The least share of a core a waiting worker is counted to take (waking, pickling its batch,
+the loop unpickling it), however little CPU its batches measured: it bounds how many waiting
+workers the cores allow."""
+UNSTABLE = 1.5
+"""A loop whose mean time per batch is past this multiple of its median time is unstable: a busy
+machine stretched some steps (measured on a loaded VM: median 187 ms, mean 497 ms), and a gain
+predicted from either time did not hold (1 worker proposed for 35%-41% saved -37% and +37%)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,7 @@ class LoaderFacts:
     steps: int
     wall_s: float
     wait_s: float  # the steady wait per batch (the epoch's start left out)
-    loop_s: float  # the loop's body per batch (everything but the wait)
+    loop_s: float  # the loop's body per batch (everything but the wait), the mean
     batch_s: float  # making one batch: a worker's time per batch, or the wait itself without workers
     batch_cpu_s: float | None  # CPU seconds making one batch (None: not measured)
     loop_cpu_s: float | None  # the process's CPU seconds in the loop's body per batch
@@ -138,6 +147,19 @@ class LoaderFacts:
     persistent: bool | None = None
     worker_mb: float | None = None  # one worker's own memory (USS), the largest seen (None: not read)
     free_mb: float | None = None  # the host's least free memory in the epoch (None: not sampled)
+    loop_median_s: float | None = None  # the loop's body per batch at the step's median (None: no steps)
+    starts: int = 1  # the times the loader was started (iter()) in the epoch
+
+    @property
+    def typical_loop_s(self) -> float:
+        """The loop's body per batch at the median step: what the count is chosen by and the high
+        end assumes (a mean stretched by a few slow steps asks too few workers)."""
+        return self.loop_s if self.loop_median_s is None else self.loop_median_s
+
+    @property
+    def unstable(self) -> bool:
+        """The loop's mean time per batch is past ``UNSTABLE`` times its median: no gain holds."""
+        return self.loop_median_s is not None and self.loop_s > UNSTABLE * self.loop_median_s
 
     @property
     def model_cores(self) -> float:
@@ -176,6 +198,7 @@ def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
     workers = _gauge(g, setting_gauge(loader, "num_workers"))
     fetch = snap.get(fetch_series(loader))
     wait = snap.get(wait_series(loader))
+    begun = snap.get(iter_series(loader))
     n = int(workers) if workers is not None else (1 if fetch is not None else 0)
     if n and fetch is not None:
         batch_s, batch_cpu = fetch.mean_s, _gauge(g, fetch_cpu_gauge(loader))
@@ -201,7 +224,18 @@ def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
         persistent=None if persistent is None else bool(persistent),
         worker_mb=_worker_mb(case),
         free_mb=None if free is None else float(free.min),
+        loop_median_s=_loop_median(case, loop_s),
+        starts=max(1, begun.count if begun is not None else 1),
     )
+
+
+def _loop_median(case: Case, loop_s: float) -> float | None:
+    """The loop's body per batch with the step at its median: the step's median plus what the
+    body spends outside the step (callbacks, logging), at its mean; None without steps."""
+    step = case.window.snapshot.get(step_series(case.stage))
+    if step is None or not step.count or math.isnan(step.median_s):
+        return None
+    return max(0.0, loop_s - step.mean_s) + step.median_s
 
 
 def _worker_mb(case: Case) -> float | None:

@@ -5,7 +5,14 @@ A loop that waits for its loader turns once per batch in ``P0 = loop + wait`` se
 own body, than ``k`` workers can make batches, or than the machine's cores can run the CPU
 seconds a batch costs (the model's and the batch's together: a worker that computes takes its
 core from the model's threads; one that sleeps on a disk or a network does not). The gain is
-``steps * (P0 - P1)`` over the epoch's wall time, and never more than the wait it removes.
+``steps * (P0 - P1)`` over the epoch's wall time, less what the first batch of each start of the
+loader still waits (one worker makes it, however many make the others: ``batch + loop - P1``),
+and never more than the wait it removes.
+
+The loop's time is read two ways: at its median step (``LoaderFacts.typical_loop_s``: the count
+is chosen by it and the high end assumes it) and at its mean (the low end). A busy machine
+stretches a few steps, and a mean stretched so asks too few workers; where the mean is past
+``UNSTABLE`` times the median, no gain is stated at all (``_proposals``).
 
 The interval's high end is that bound; its low end adds what workers cost and the model does
 not show: moving each batch between processes (``IPC_S``, both ends), a margin for the
@@ -28,7 +35,7 @@ and its change carries the ``reason``.
     >>> f = LoaderFacts("train", steps=100, wall_s=2.0, wait_s=0.015, loop_s=0.005, batch_s=0.015,
     ...                 batch_cpu_s=0.0, loop_cpu_s=0.005, workers=0, cores=2)
     >>> [round(g, 2) for g in gain(f, 3, share=0.75, starts=False)]
-    [0.7, 0.75]
+    [0.69, 0.74]
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._facts import LoaderFacts
+from ._facts import WAITING_CORE, LoaderFacts
 
 IPC_S = 0.0005
 """What moving one batch from a worker to the loop costs beyond making it (pickling into shared
@@ -75,7 +82,8 @@ def period(f: LoaderFacts, k: int, *, pessimistic: bool, measured_s: float | Non
         f.batch_cpu_s if f.batch_cpu_s is not None else f.batch_s
     )
     making = (f.batch_s + ipc) / k if measured_s is None else measured_s  # a trial's rate includes the IPC
-    p = max(f.loop_s + ipc / 2, making, (cpu + ipc) / f.cores)
+    loop = f.loop_s if pessimistic else f.typical_loop_s  # the mean's slow steps in the low end only
+    p = max(loop + ipc / 2, making, (cpu + ipc) / f.cores)
     return p * (1 + CONTENTION_MARGIN) if pessimistic else p
 
 
@@ -86,8 +94,11 @@ def gain(
     ``starts``: the workers start again every epoch (charged to the low end); ``measured_s``: see
     ``period``."""
     p0 = f.loop_s + f.wait_s
-    high = min(share, f.steps * (p0 - period(f, k, pessimistic=False, measured_s=measured_s)) / f.wall_s)
-    low = f.steps * (p0 - period(f, k, pessimistic=True, measured_s=measured_s)) / f.wall_s
+    fast = period(f, k, pessimistic=False, measured_s=measured_s)
+    # each start's first batch is one worker's whole batch, however many workers make the others
+    first = f.starts * max(0.0, f.batch_s + f.typical_loop_s - fast)
+    high = min(share, (f.steps * (p0 - fast) - first) / f.wall_s)
+    low = (f.steps * (p0 - period(f, k, pessimistic=True, measured_s=measured_s)) - first) / f.wall_s
     if starts:
         low -= START_S / f.wall_s
     return (max(0.0, min(low, high)), max(0.0, high))
@@ -95,10 +106,13 @@ def gain(
 
 def core_workers(f: LoaderFacts) -> int:
     """The most workers the cores allow: computing ones need a free core each; waiting ones (disk,
-    network, sleep) need little CPU, up to twice the cores."""
-    if f.computes:
+    network, sleep) take the share of a core their batches measured (at least ``WAITING_CORE``),
+    as many as the free cores hold, and never fewer than twice the cores (a waiting worker's few
+    wake-ups fit between the model's; ``period``'s cores bound charges their CPU)."""
+    if f.computes or f.batch_cpu_s is None:
         return math.floor(f.free_cores + 1e-9)
-    return 2 * f.cores
+    per = max(f.batch_cpu_s / f.batch_s if f.batch_s > 0 else 0.0, WAITING_CORE)
+    return max(2 * f.cores, math.floor(f.free_cores / per + 1e-9))
 
 
 def max_workers(f: LoaderFacts) -> int:

@@ -20,7 +20,7 @@ bound and the contention margin (``_model.period``).
     ...                 batch_cpu_s=0.0, loop_cpu_s=0.005, workers=0, cores=2)
     >>> p = propose_workers(f, share=0.75)
     >>> p.change["num_workers"], [round(g, 2) for g in p.gain]
-    (3, [0.7, 0.75])
+    (3, [0.69, 0.74])
 """
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ from ._model import NOISE, NOT_SETTINGS, Proposal, Relief, gain, max_workers, me
 from ._words import (
     cpu_words,
     gain_words,
+    loop_words,
     memory_words,
     no_core,
     no_memory,
     none_faster,
     not_worth,
     rate_words,
+    unstable,
 )
 
 IN_PROCESS = (
@@ -148,10 +150,13 @@ def propose_workers(f: LoaderFacts, share: float) -> Proposal:
     """The smallest worker count that keeps up with the loop (as many as the cores and the memory
     allow), its gain, or why none is proposed."""
     cap = max_workers(f)
-    keeps_up = math.ceil(f.batch_s / f.loop_s - 1e-9) if f.loop_s > 0 else cap
+    loop = f.typical_loop_s
+    keeps_up = math.ceil(f.batch_s / loop - 1e-9) if loop > 0 else cap
     k = min(max(keeps_up, f.workers + 1), cap)
     if k <= f.workers:
         return Proposal(said=no_memory(f) if memory_binds(f, f.workers + 1) else no_core(f))
+    if f.unstable:
+        return Proposal(said=unstable(f, f"{plural(k, 'worker')} would keep up"))
     starts = not f.persistent
     low, high = gain(f, k, share, starts=False)
     if low < NOISE:
@@ -169,7 +174,7 @@ def propose_workers(f: LoaderFacts, share: float) -> Proposal:
         bound = f"{'is' if one else 'are'} all that {f.cores} cores allow"
     said = (
         f"{k} worker{'' if one else 's'} {bound} ({format_seconds(f.batch_s)} a batch against "
-        f"{format_seconds(f.loop_s)} of loop time{cpu_words(f)})"
+        f"{loop_words(f)}{cpu_words(f)})"
     )
     return Proposal(change, (low, high), said)
 
@@ -193,9 +198,11 @@ def propose_measured(f: LoaderFacts, trial: TrialResult, share: float) -> Propos
     options = [k for k in sorted(rates) if f.workers < k <= cap and (now is None or rates[k] > now)]
     if not options:
         return Proposal(said=none_faster(f, now))
-    need = 1 / f.loop_s if f.loop_s > 0 else math.inf
+    need = 1 / f.typical_loop_s if f.typical_loop_s > 0 else math.inf
     keeping = [k for k in options if rates[k] >= need]
     k = keeping[0] if keeping else max(options, key=rates.__getitem__)
+    if f.unstable:
+        return Proposal(said=unstable(f, f"{plural(k, 'worker')} measured alone at {rates[k]:.0f} batches/s"))
     low, high = gain(f, k, share, starts=False, measured_s=1 / rates[k])
     if low < NOISE:
         return Proposal(
@@ -212,7 +219,7 @@ def propose_measured(f: LoaderFacts, trial: TrialResult, share: float) -> Propos
         change["reason"] = f"memory: {memory_words(f)}"
     said = (
         f"{k} worker{'s' if k > 1 else ''} {bound} (measured alone: {rates[k]:.0f} batches/s against the "
-        f"{rate_words(need)} the loop consumes, one batch every {format_seconds(f.loop_s)}; the model's own "
+        f"{rate_words(need)} the loop consumes, one batch every {loop_words(f)}; the model's own "
         "CPU use bounds the low end)"
     )
     return Proposal(change, (low, high), said)

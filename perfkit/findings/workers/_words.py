@@ -16,6 +16,10 @@ from ..._units import format_seconds, plural
 from ._facts import MEMORY_SPARE, LoaderFacts
 from ._model import max_workers, memory_binds
 
+SPREAD_SAID = 1.1
+"""A loop's mean time per batch past this multiple of its median is said beside it: the two
+ends of the gain rest on them."""
+
 
 def memory_words(f: LoaderFacts) -> str:
     """The memory bound in words: ``700 MB a worker (USS) against 2,000 MB free at the least, half
@@ -36,11 +40,37 @@ def cpu_words(f: LoaderFacts) -> str:
 
 
 def no_core(f: LoaderFacts) -> str:
-    """No change, for the cores: the model's threads keep them busy and a batch computes."""
+    """No change, for the cores: the model's threads keep them busy, and a batch computes (a
+    worker each needs a core) or the waiting workers running already take the cores left."""
+    if f.computes:
+        return (
+            f"no change to the workers is proposed: the model's threads keep {f.model_cores:.1f} of "
+            f"{plural(f.cores, 'core')} busy and a batch is made by computing{cpu_words(f)}, so more "
+            "workers would take their cores from the model: the cores, not the worker count, are the limit"
+        )
     return (
         f"no change to the workers is proposed: the model's threads keep {f.model_cores:.1f} of "
-        f"{plural(f.cores, 'core')} busy and a batch is made by computing{cpu_words(f)}, so more workers "
-        "would take their cores from the model: the cores, not the worker count, are the limit"
+        f"{plural(f.cores, 'core')} busy{cpu_words(f)}, and the {plural(f.workers, 'worker')} running "
+        "already take the rest: the cores, not the worker count, are the limit"
+    )
+
+
+def loop_words(f: LoaderFacts) -> str:
+    """The loop's time per batch: ``10.86 ms of loop time``, with its mean where slow steps
+    stretched it (``10.86 ms of loop time at the median step (mean 12.50 ms)``)."""
+    said = f"{format_seconds(f.typical_loop_s)} of loop time"
+    if f.loop_s > SPREAD_SAID * f.typical_loop_s:
+        said += f" at the median step (mean {format_seconds(f.loop_s)})"
+    return said
+
+
+def unstable(f: LoaderFacts, found: str) -> str:
+    """No gain, for an unstable loop: what was ``found`` at its median, without a gain."""
+    return (
+        f"no gain is stated: the loop's time per batch is unstable ({format_seconds(f.typical_loop_s)} at "
+        f"the median step, {format_seconds(f.loop_s)} on average: the machine was busy at times, or some "
+        f"steps do much more); at the median, {found} against {format_seconds(f.batch_s)} a batch: try it "
+        "on a quiet machine and compare the epochs (perfkit compare)"
     )
 
 
