@@ -16,7 +16,14 @@ import pytest
 import perfkit
 from perfkit import Snapshot
 from perfkit.findings import KINDS, RULES, Abstention, Case, Verdict
-from perfkit.names import hook_series, iter_series, loader_setup_series, step_series, wait_series
+from perfkit.names import (
+    hook_series,
+    iter_series,
+    loader_setup_series,
+    setting_gauge,
+    step_series,
+    wait_series,
+)
 from perfkit.stages import Account, RankPart, StageWindow
 from tests.conftest import FakeClock
 from tests.stages.windows import stage_window
@@ -125,6 +132,18 @@ def test_epoch_boundary_fires_with_the_start_and_the_first_batchs_extra_wait(
     v = fires("EPOCH_BOUNDARY", case(window))
     assert v.share == pytest.approx(0.030 + (0.050 - 0.010))  # iter() and the first batch's extra 40 ms
     assert v.evidence == pytest.approx({"loader_iter_s": 0.030, "first_batch_extra_s": 0.040})
+
+
+def test_epoch_boundary_names_a_pool_filling_not_files_where_the_loader_was_set_to_workers(
+    epoch: Callable[[str], Epoch],
+) -> None:
+    """4 workers whose batches were not timed: the first batch waits for one worker's whole batch,
+    and the action says so rather than blaming files opened at every pass."""
+    e = epoch("train").span(iter_series("train"), 30).waits(80, 10, 10, 10)
+    e.reg.gauge(setting_gauge("train", "num_workers"), 4.0)
+    v = fires("EPOCH_BOUNDARY", case(e.window()))
+    assert "the 4 workers start their first batches together" in v.action
+    assert "files opened" not in v.action
 
 
 def test_epoch_boundary_is_silent_below_a_twentieth_of_the_epoch(epoch: Callable[[str], Epoch]) -> None:

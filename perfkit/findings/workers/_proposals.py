@@ -247,14 +247,28 @@ def restart_advice(case: Case, started_s: float, first_s: float) -> Proposal:
             "every worker): make it cheaper, or keep the workers between epochs (persistent_workers=True) "
             "so it runs once"
         )
+    elif _set_workers(case):  # workers by the loader's settings, their batches not timed
+        action = (
+            f"the first batch of each pass takes that much longer than the others: the "
+            f"{plural(_set_workers(case), 'worker')} start their first batches together, so the first "
+            "waits for one worker's whole batch (time the workers with perfkit.torch.instrument to "
+            "tell that from a slow start)"
+        )
     else:
         action = (
             "the first batch of each pass takes that much longer than the others (files opened or a cache "
-            "filled at every pass): do it once, before the first epoch"
+            "filled at every pass; with DataLoader workers not timed here, their pool filling: the first "
+            "batch waits for one worker's whole batch): do it once, before the first epoch"
         )
     if keep is None or not keep.change:
         return Proposal(said=action)
     return Proposal(keep.change, keep.gain, f"{action}; {keep.said}")
+
+
+def _set_workers(case: Case) -> int:
+    """The workers the stage's loader was set to (0 where its settings were not recorded)."""
+    n = case.window.snapshot.gauges.get(setting_gauge(case.window.loader_name, "num_workers"))
+    return 0 if n is None else int(n.last)
 
 
 def persistent_advice(case: Case, started_s: float, first_s: float) -> Proposal:
