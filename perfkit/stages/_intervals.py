@@ -6,7 +6,9 @@ ImageNet epoch of an hour) would give its first numbers when it ends. ``Interval
 seconds, without closing it (the epoch's own window stays exact over the whole epoch). The
 first ``warmup_steps`` steps are cut first as a window of their own (scope ``warmup``):
 compilation, worker start-up and cache fill make them unlike the rest, so they are reported
-apart and the first interval starts after them.
+apart and the first interval starts after them. An epoch cut into intervals is cut once more as
+it ends (``Cuts.trailing``): the steps after its last cut are its last interval, so its intervals
+cover every step after the warm-up.
 
 Left to itself (``always=False``, the default) the recorder cuts only epochs that are long: a
 stage the driver marks long (a step-based loop: ``max_steps``, a loader without a length), an
@@ -159,6 +161,14 @@ class Cuts:
         self.next_ns = self._ns_after(now)
         self.window = Segments(self.registry)
         return scope
+
+    def trailing(self, steps: int) -> bool:
+        """Whether the epoch, ending after ``steps`` steps, is cut once more: the steps since the last
+        cut are its last interval. Only in an epoch already cut into intervals (one never cut is its
+        epoch window alone, as before intervals existed; the warm-up is no interval): without this
+        last cut its timeline stopped at the last cut, and the steps after it (up to a whole
+        interval, a minute by default) were in no interval at all."""
+        return self.count > 0 and steps > self.first_step
 
     def _steps_after(self, steps: int) -> int | None:
         every = self.plan.bounds(self.count)[0]

@@ -235,6 +235,8 @@ class StageRecorder:
         if state is None:
             return None
         try:  # the enclosing stage stays paused while this one's window is made and published
+            if state.cuts is not None and state.cuts.trailing(state.steps):
+                self._cut(state, state.cuts, ends_epoch=True)  # the steps after the last cut
             window = self._window(state)
             if stage == "train" and window.s_per_sample is not None:
                 self.train_s_per_sample = window.s_per_sample
@@ -273,6 +275,8 @@ class StageRecorder:
         if sample and self._sampler is not None:
             self._sampler.sample_now()  # the memory peak up to the very end of the window
         state.window.close()
+        if state.cuts is not None:
+            state.cuts.window.close()  # its last interval ends with the epoch, not after its publishing
         return state
 
     def _resume_outer(self, state: _Epoch) -> None:
@@ -479,10 +483,11 @@ class StageRecorder:
         self._warn("merge", not_merged(self._gather, missing))
         return Merged(mine.snapshot, (mine,), missing=missing)
 
-    def _cut(self, state: _Epoch, cuts: Cuts) -> None:
+    def _cut(self, state: _Epoch, cuts: Cuts, *, ends_epoch: bool = False) -> None:
         """End the open interval of ``state`` (its steps since the last cut) and publish its window;
-        the epoch goes on. This rank's alone: no collective, so ranks never wait on each other."""
-        if self._sampler is not None:
+        the epoch goes on, or (``ends_epoch``) has just ended and this is its last interval. This
+        rank's alone: no collective, so ranks never wait on each other."""
+        if self._sampler is not None and not ends_epoch:  # the epoch's end has sampled already
             self._sampler.sample_now()  # the interval's memory peak up to its end
         snapshot = cuts.window.close()
         wall = cuts.window.wall_s
@@ -502,6 +507,7 @@ class StageRecorder:
             nested_s=state.nested_s - cuts.nested_at,
             reference_s_per_sample=None if state.stage == "train" else self._reference(),
             steps=(cuts.first_step, state.steps - 1),
+            ends_epoch=ends_epoch,
         )
         window = replace(window, scope=cuts.advance(state.steps, self.registry.clock()))
         cuts.samples_at, cuts.nested_at = state.samples, state.nested_s

@@ -78,6 +78,9 @@ class StageWindow:
     one still running, whose steps of the epoch are ``steps`` (first, last); an interval is this
     rank's alone, and carries the ``verdicts`` its monitor judged (provisional). ``stage_guess``
     says, where the stage was guessed rather than told (``perfkit run``), what it was guessed from.
+    ``ends_epoch``: an interval cut as its epoch ended (the steps after the last cut), published
+    just before the epoch's own window; it alone holds the epoch's one-off end (the loader's last
+    call, its workers shutting down), so a monitor does not judge it as an interval in progress.
     """
 
     stage: str
@@ -96,6 +99,7 @@ class StageWindow:
     verdicts: tuple[Verdict, ...] = ()
     missing_ranks: tuple[int, ...] = ()
     stage_guess: str | None = None
+    ends_epoch: bool = False
 
     @property
     def is_interval(self) -> bool:

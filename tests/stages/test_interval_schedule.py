@@ -54,3 +54,15 @@ def test_an_epoch_of_known_length_that_its_pace_makes_long_is_cut_from_its_first
 def test_an_epoch_of_known_length_shorter_than_three_minutes_is_never_cut() -> None:
     assert epoch(1_500, 100.0, expected=1_500) == []  # 150 s
     assert epoch(1_500, 100.0) == []  # nor one whose length is not known, before 180 s
+
+
+def test_the_intervals_cover_every_step_after_the_warm_up_the_epochs_last_ones_included() -> None:
+    # 501 steps: the first interval ends at step 309, the next would at 909; the epoch ends first
+    got = epoch(501, 5.0, long=True)
+    assert got == [(10, 309), (310, 500)]
+    covered = [s for first, last in got for s in range(first, last + 1)]
+    assert covered == list(range(10, 501))  # each step after the warm-up once, the 501st included
+
+
+def test_an_epoch_ending_right_after_a_cut_gets_no_empty_interval() -> None:
+    assert epoch(310, 5.0, long=True) == [(10, 309)]

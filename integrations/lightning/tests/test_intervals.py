@@ -215,7 +215,8 @@ def test_a_step_based_fit_is_cut_by_default(tmp_path: Path) -> None:
         sample_resources=False, run_dir=str(tmp_path / "run"), sinks=[Arrivals()], interval_steps=20
     )
     fit(tmp_path, Model(row_s=0.0, step_s=0.001), 60, monitor)
-    assert [w.steps for _, w, _, _ in CLOCK.arrived if w.is_interval] == [(10, 29), (30, 49)]
+    cut = [(w.steps, step) for _, w, _, step in CLOCK.arrived if w.is_interval]
+    assert cut == [((10, 29), 29), ((30, 49), 49), ((50, 59), 59)]  # the fit's last steps too, at their step
 
 
 def _shape(text: str) -> list[str]:

@@ -73,9 +73,10 @@ def interval_line(
         parts.append(f"data wait {metrics[f'{p}/data_wait_fraction']:.0%}")
     if f"{p}/samples_per_s" in metrics:
         parts.append(f"{metrics[f'{p}/samples_per_s']:.1f} samples/s")
+    said = "the epoch's last" if window.ends_epoch else "provisional"  # the epoch's window follows it
     head = (
         f"[perfkit] {display_name(window.stage)} epoch {window.epoch} {steps_text(window)} "
-        f"(provisional): " + ", ".join(parts)
+        f"({said}): " + ", ".join(parts)
     )
     top = next((v for v in verdicts if v.kind != "CHANGE"), None)
     if top is not None:
