@@ -22,24 +22,30 @@ EPOCHS = 5  # four settled epochs a run: their spread is the noise band on a bus
 
 
 def train(run_dir: Path, optimizer_s: float) -> float:
-    """``EPOCHS`` epochs of a plain loop into ``run_dir``; the optimizer step's seconds per step past
-    the first epoch, by the test's own clock around ``opt.step()``."""
+    """``EPOCHS`` epochs of a plain loop into ``run_dir``, on one torch thread (a tiny model on two
+    spins on a busy machine: its 10 ms epochs took 575 ms beside another test's workers); the
+    optimizer step's seconds per step past the first epoch, by the test's own clock around
+    ``opt.step()``."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     opt = SlowSGD(model.parameters(), lr=0.01, step_s=optimizer_s)
     data = [torch.randn(16, 64) for _ in range(STEPS)]
     reg, writer = perfkit.Registry(), RunWriter(run_dir)
-    stepping = 0.0
-    for epoch in range(EPOCHS):
-        with perfkit.window("train", epoch=epoch, registry=reg, run=writer, console=False) as w:
-            for x in w.iterate(data):
-                loss = model(x).pow(2).mean()
-                opt.zero_grad()
-                loss.backward()
-                t0 = time.perf_counter()
-                opt.step()
-                if epoch:
-                    stepping += time.perf_counter() - t0
+    stepping, threads = 0.0, torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for epoch in range(EPOCHS):
+            with perfkit.window("train", epoch=epoch, registry=reg, run=writer, console=False) as w:
+                for x in w.iterate(data):
+                    loss = model(x).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    t0 = time.perf_counter()
+                    opt.step()
+                    if epoch:
+                        stepping += time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(threads)
     writer.finish(reg.snapshot())
     return stepping / ((EPOCHS - 1) * STEPS)
 
