@@ -94,6 +94,15 @@ def add_record(reg: Draining, node: int, t0: int, t1: int, *, failed: bool) -> N
         reg.drain()
 
 
+def add_records(reg: Draining, records: list[int]) -> None:
+    """Append flat ``(node, start, end, ...)`` records at once (a step and its parts): one append
+    and one drain check for all of them."""
+    buf = reg._buf
+    buf += records
+    if len(buf) > DRAIN_AT:
+        reg.drain()
+
+
 def take_all(core: PyRegistryCore) -> tuple[I64, int] | None:
     """Every pending record as flat int64 (node, start, end, ...) in the order made, and how many
     were dropped as unreadable; None when nothing is pending."""

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from .._buffer import add_record
+from .._buffer import add_record, add_records
 from .._context import NODES, get_cell, new_cell
 from .._registry import Registry, check_registry, current_registry
 from .._validate import check_int, check_number
@@ -314,14 +314,14 @@ class StageRecorder:
         t0, state.step_start = state.step_start, None
         now = self.registry.clock()
         duration = max(0, now - t0 - state.excluded_ns)
-        add_record(self.registry, state.step_node, t0, t0 + duration, failed=failed)
+        records = [~state.step_node if failed else state.step_node, t0, t0 + duration]
+        nodes = state.part_nodes
         for part, ns in state.parts.close(now=now, step_start=t0, step_ns=duration).items():
-            node = state.part_nodes.get(part)
+            node = nodes.get(part)
             if node is None:
-                node = state.part_nodes[part] = NODES.child(
-                    state.base, step_part_series(stage, part), overlay=True
-                )
-            add_record(self.registry, node, t0, t0 + ns, failed=False)
+                node = nodes[part] = NODES.child(state.base, step_part_series(stage, part), overlay=True)
+            records += (node, t0, t0 + ns)
+        add_records(self.registry, records)  # the step and its parts: one append, one drain check
         index = state.steps
         state.steps += 1
         if self._top_k:
@@ -335,18 +335,19 @@ class StageRecorder:
 
     def part_begin(self, part: str) -> None:
         """A part of the active stage's open step (``perfkit.names.STEP_PARTS``) begins now; nothing
-        without an open step. Parts nest, each second the innermost's (``perfkit.stages.StepParts``)."""
-        stage = self.active
-        state = self._open[stage] if stage is not None else None
-        if state is not None and state.step_start is not None:
-            state.parts.begin(part, self.registry.clock())
+        without an open step. Parts nest, each second the innermost's (``perfkit.stages.StepParts``).
+        Called inside the user's step, three or more times a step: no property, no helper."""
+        if self._stack:
+            state = self._open[self._stack[-1]]
+            if state.step_start is not None:
+                state.parts.begin(part, self.registry.clock())
 
     def part_end(self, part: str) -> None:
         """The ``part`` of the active stage's open step ends now."""
-        stage = self.active
-        state = self._open[stage] if stage is not None else None
-        if state is not None and state.step_start is not None:
-            state.parts.end(part, self.registry.clock())
+        if self._stack:
+            state = self._open[self._stack[-1]]
+            if state.step_start is not None:
+                state.parts.end(part, self.registry.clock())
 
     def part_now(self) -> str:
         """Where a wait happening now falls: the active stage's open step's part running now
