@@ -14,7 +14,8 @@ there, with no change to the user's code:
 
 Forward has no such place: torch's global module hooks would run at every submodule call. A
 framework that knows it says it (Lightning's ``training_step`` action); elsewhere a step's forward
-is what comes before its first part (``perfkit.stages.StepParts``). Each call reaches the
+is what comes before its first backward or optimizer step, less a ``zero_grad`` called first
+(``perfkit.stages.StepParts``). Each call reaches the
 consumers (a session's ``StageRecorder``: ``part_begin`` / ``part_end``), which ignore it outside
 an open step. The wrappers cost about a microsecond a call, and none is installed while no
 consumer is (benchmarks/bench_step_parts.py).

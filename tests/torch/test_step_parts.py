@@ -25,6 +25,8 @@ class Plan:
     optimizer_s: float = 0.0
     rest_s: float = 0.0
     steps: int = 24
+    zero_grad_first: bool = False
+    """``opt.zero_grad()`` before the forward, as most scripts write it (else after it)."""
 
 
 def train(plan: Plan) -> StageWindow:
@@ -37,12 +39,16 @@ def train(plan: Plan) -> StageWindow:
     with perfkit.window("train", epoch=0, registry=perfkit.Registry(), console=False) as w:
         for x in w.iterate(data):
             body = time.perf_counter()
+            if plan.zero_grad_first:
+                with TRUTH.part("zero_grad"):
+                    opt.zero_grad()
             with TRUTH.part("forward"):
                 y = SlowBackward.apply(model(x), plan.backward_s)
                 sleep(plan.forward_s)
                 loss = y.pow(2).mean()
-            with TRUTH.part("zero_grad"):
-                opt.zero_grad()
+            if not plan.zero_grad_first:
+                with TRUTH.part("zero_grad"):
+                    opt.zero_grad()
             with TRUTH.part("backward"):
                 loss.backward()
             opt.step()
@@ -58,6 +64,8 @@ PLANTS = {
     "slow backward": Plan(backward_s=0.006),
     "slow forward": Plan(forward_s=0.006),
     "slow code after the step": Plan(rest_s=0.006),
+    "slow forward after zero_grad": Plan(forward_s=0.006, zero_grad_first=True),
+    "slow backward after zero_grad": Plan(backward_s=0.006, zero_grad_first=True),
 }
 
 
