@@ -35,7 +35,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_scenarios, beside this file
 
 import torch
-from gpu_scenarios import Ctx, Result, data_bound, launch_bound, matmul_mfu, sync_stall, unpinned_copy
+from gpu_scenarios import (
+    Ctx,
+    Result,
+    data_bound,
+    launch_bound,
+    matmul_mfu,
+    step_parts_gpu,
+    sync_stall,
+    unpinned_copy,
+)
 
 import perfkit
 import perfkit.torch
@@ -191,6 +200,7 @@ EXPECT = {
     "launch-bound loop (300 tiny kernels)": "HOST_BOUND",
     "matmul MFU, bf16": "COMPUTE_BOUND (MFU)",
     "matmul MFU, fp32 (TF32 off)": "COMPUTE_BOUND (MFU)",
+    "step parts' GPU time (events) vs each part alone": "COMPUTE_BOUND (its parts)",
 }
 """The verdict each planted scenario should be named first by, once the lead has wired them."""
 
@@ -205,6 +215,7 @@ def scenarios(ctx: Ctx, out_dir: Path | None) -> dict[str, Callable[[], Result]]
     if ctx.cuda:
         rows["matmul MFU, bf16"] = lambda: matmul_mfu(ctx, torch.bfloat16, "highest")
     rows["matmul MFU, fp32 (TF32 off)"] = lambda: matmul_mfu(ctx, torch.float32, "highest")
+    rows["step parts' GPU time (events) vs each part alone"] = lambda: step_parts_gpu(ctx)
     rows["NVML vs torch.cuda: memory, utilisation"] = lambda: nvml_vs_torch(ctx)
     rows["CUDA events per part: cost per step"] = lambda: event_cost(ctx)
     rows["sync watch: cost per .item()"] = lambda: watch_cost(ctx)

@@ -385,3 +385,88 @@ def matmul_mfu(ctx: Ctx, dtype: torch.dtype, precision: str) -> Result:
         )
     finally:
         torch.set_float32_matmul_precision(previous)
+
+
+def step_parts_gpu(ctx: Ctx) -> Result:
+    """Each step part's GPU time (``perfkit.stages.DeviceParts``: events where the host moves from
+    part to part, the loop pipelined) against the check's own: each part run alone between two
+    synchronizes, timed by a pair of events. A GPU-bound MLP (backward about twice forward) with
+    AdamW; and the host's cost per step of the parts' events, the recorder with them against
+    without (both with the step's parts timed on the host)."""
+    from perfkit.stages import DeviceParts, StageRecorder
+
+    n = ctx.big
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(n, n) for _ in range(4)]).to(ctx.device, ctx.dtype)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(2 * n, n, device=ctx.device, dtype=ctx.dtype)
+    steps = 200 if ctx.cuda else 10
+    held: dict[str, Any] = {}
+
+    def forward() -> None:
+        held["loss"] = model(x).float().pow(2).mean()
+
+    def backward() -> None:
+        held["loss"].backward()
+
+    def optimizer() -> None:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    parts = {"forward": forward, "backward": backward, "optimizer": optimizer}
+    for _ in range(3):  # warm up (kernels chosen, the optimizer's state made)
+        for fn in parts.values():
+            fn()
+    ctx.sync()
+    alone: dict[str, float] = dict.fromkeys(parts, 0.0)
+    for _ in range(steps):
+        for name, fn in parts.items():
+            start, end = ctx.event(), ctx.event()
+            ctx.sync()
+            start.record()
+            fn()
+            end.record()
+            alone[name] += elapsed_s(start, end)
+    reg = ctx.registry()
+
+    def step(_: Any) -> None:
+        for fn in parts.values():
+            fn()
+
+    window = run_window(ctx, reg, range(steps), step)
+    gpu = window.account.subjects.get("step_gpu", {})
+    rows = [f"{p} {1e3 * alone[p] / steps:.2f}" for p in parts]
+    ours = [f"{p} {1e3 * gpu.get(p, 0.0) / steps:.2f}" for p in parts]
+
+    def cost(device: bool) -> float:
+        rreg = ctx.registry()
+        rec = StageRecorder(rreg, top_k_slowest=0, device=DeviceParts(rreg, ctx.event) if device else None)
+        stop = perfkit.torch.time_step_parts(rec)
+        y = torch.zeros(8, device=ctx.device, requires_grad=True)
+        tiny = torch.optim.SGD([y], lr=0.1)
+        rec.begin("train", 0)
+        t0 = time.perf_counter_ns()
+        for _ in range(500):
+            rec.step_begin("train")
+            tiny.zero_grad()
+            (y * 2).sum().backward()  # type: ignore[no-untyped-call]
+            tiny.step()
+            rec.step_end("train")
+        ctx.sync()
+        spent = (time.perf_counter_ns() - t0) / 500 / 1e3
+        rec.end("train")
+        stop()
+        return spent
+
+    off = min(cost(False) for _ in range(3))
+    on = min(cost(True) for _ in range(3))
+    verdict, raw = first_verdict(window)
+    raw.update(alone_s=alone, gpu_s=gpu, steps=steps, cost_off_us=off, cost_on_us=on)
+    return Result(
+        "ms/step alone: " + ", ".join(rows),
+        "ms/step, events: "
+        + ", ".join(ours)
+        + f"; events cost +{on - off:.1f} µs a step ({off:.1f} -> {on:.1f})",
+        verdict,
+        raw,
+    )

@@ -179,10 +179,11 @@ def trial(
     progress: Callable[[TrialSetting], None] | None = None,
     run: RunWriter | None = None,
 ) -> TrialResult:
-    """Time ``loader`` alone (no model) at each worker count up to the usable cores, then persistent
-    workers, a deeper prefetch and pinned memory at the best one, within ``budget_s`` seconds; pick
-    the smallest setting that keeps up with ``need_batches_per_s`` (the rate the training loop
-    consumed batches), else the fastest. ``perfkit.reports.trial_text(result)`` says it in words,
+    """Time ``loader`` alone (no model) at each worker count up to the usable cores (and past them
+    while the workers wait and the rate still rises), then persistent workers, a deeper prefetch
+    and pinned memory at the best one, within ``budget_s`` seconds; pick the smallest setting
+    that keeps up with ``need_batches_per_s`` (the rate the training loop consumed batches), else
+    the fastest. ``perfkit.reports.trial_text(result)`` says it in words,
     ``run=`` records it where a verdict's gain is read from. The rest: ``perfkit.torch.trial``
     (this is it, loaded with torch on the first call); the command line: ``perfkit trial``.
     """

@@ -56,6 +56,12 @@ def warn_no_cuda(name: str) -> None:
     )
 
 
+def pend(registry: Any, node: int, t0: int, start: GpuEvent, end: GpuEvent) -> None:
+    """Leave a timing between two recorded events with ``registry``, to resolve when ``end`` has
+    completed: its GPU time becomes a record of ``node`` starting at host time ``t0``."""
+    registry._gpu.add(node, t0, start, end, False)
+
+
 class PendingGpu:
     """GPU timings recorded but not yet resolved: (node, host start, start event, end event, error)."""
 

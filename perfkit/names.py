@@ -18,8 +18,11 @@ Records of a stage epoch:
 ``LOADER.data.end``         the loader's last ``next()``, which said it was done (workers shut down)
 ``LOADER.data.sampler``     inside a wait, in this process: the sampler (``.make``, ``.receive``,
                             ``.pin``: ``WAIT_PARTS``)
+``LOADER.data.handle``      inside ``.receive``: one shared-memory handle (a tensor's storage) opened
+                            (``RECEIVE_HANDLE``)
 ``LOADER.data.fetch``       each batch's time in its DataLoader worker
-``LOADER.data.fetch_cpu``   each batch's CPU time in its worker (a record that long)
+``LOADER.data.fetch_cpu``   each batch's CPU time in its worker (a record that long; ``.fetch_queued``:
+                            its time there ready to run but waiting for a core, on Linux)
 ``LOADER.loop.turn``        ``timed_iter``: one request for an item to the next
 ``STAGE.hook.OWNER``        time in another component's hooks during the stage (a callback)
 ``STAGE.checkpoint.OWNER``  a checkpoint callback's hooks (saving checkpoints): ``callbacks`` too
@@ -219,6 +222,7 @@ ITER = DATA + ".iter"
 END = DATA + ".end"
 FETCH = DATA + ".fetch"
 FETCH_CPU = DATA + ".fetch_cpu"
+FETCH_QUEUED = DATA + ".fetch_queued"
 TURN = ".loop.turn"
 STEP = ".step"
 HOOK = ".hook."
@@ -304,7 +308,11 @@ WAIT_PARTS = ("sampler", "make", "receive", "pin")
 batch itself (no workers), rebuilding a worker's batch, pinning. The rest of the wait is
 ``WORKER_WAIT``: blocked until a worker's batch came."""
 WORKER_WAIT = "worker"
-_WAIT_PART_SUFFIXES = tuple(f"{DATA}.{part}" for part in WAIT_PARTS)
+RECEIVE_HANDLE = "handle"
+"""Inside ``receive``: opening one shared-memory handle of a worker's batch (a tensor's storage: each
+comes through its own file descriptor), one record each (``wait_part_series(loader, RECEIVE_HANDLE)``),
+so their count per batch received is the storages a batch holds. Not a part: ``receive`` holds it."""
+_WAIT_PART_SUFFIXES = tuple(f"{DATA}.{part}" for part in (*WAIT_PARTS, RECEIVE_HANDLE))
 
 
 def wait_part_series(loader: str, part: str) -> str:
@@ -322,6 +330,14 @@ def fetch_cpu_series(loader: str) -> str:
     """Each batch's CPU time in its DataLoader worker: a record as long as that CPU time, from the
     batch's start (beside ``fetch_series``, its wall time)."""
     return loader + FETCH_CPU
+
+
+def fetch_queued_series(loader: str) -> str:
+    """Each batch's time in its DataLoader worker spent ready to run but waiting for a core (the
+    kernel's run-queue delay, Linux's ``/proc/thread-self/schedstat``): a record that long, from the
+    batch's start. With ``fetch_cpu_series`` it tells a worker that computes on a crowded machine
+    (little CPU, much queueing) from one that waits on I/O (little of either)."""
+    return loader + FETCH_QUEUED
 
 
 def fetch_series(loader: str) -> str:
@@ -454,9 +470,13 @@ def is_stage_series(name: str) -> bool:
     """
     if name == GRAD_WAIT or name.startswith((DIST_WAIT + ".", DIST_BYTES + ".")):
         return True
-    if name.endswith((STEP, WAIT, ITER, END, FETCH, FETCH_CPU, TURN, LOADER_SETUP)):
+    if name.endswith((STEP, WAIT, ITER, END, FETCH, FETCH_CPU, FETCH_QUEUED, TURN, LOADER_SETUP)):
         return True
-    if name.endswith(_PART_SUFFIXES) or name.endswith(_WAIT_PART_SUFFIXES):
+    if (
+        name.endswith(_PART_SUFFIXES)
+        or name.endswith(_WAIT_PART_SUFFIXES)
+        or name.endswith(_PART_GPU_SUFFIXES)
+    ):
         return True
     if name.startswith((H2D_COPY, SYNC_STALL, SYNC_UNTIMED)):  # the GPU account's, not the user's
         return True
@@ -475,6 +495,9 @@ LOGGERS = "loggers"
 CHECKPOINT = "checkpoint"  # not a part: the subject of ``callbacks`` that saves checkpoints
 OTHER = "other"
 STEP_PART = "step"  # STEP and LOADER_SETUP above are the series' suffixes
+STEP_GPU = "step_gpu"
+"""The account's subject of the step's parts' GPU time, by CUDA events (``perfkit.stages.DeviceParts``):
+``STAGE.step.PART.gpu`` summed per part."""
 LOADER_SETUP_PART = "loader_setup"
 
 ACCOUNT_PARTS = (DATA_WAIT, STEP_PART, CALLBACKS, MODULE_HOOKS, LOGGERS, LOADER_SETUP_PART, OTHER)
@@ -484,6 +507,7 @@ STEP_PARTS = (FORWARD, BACKWARD, OPTIMIZER, ZERO_GRAD)
 """The measured parts of a step (``STAGE.step.PART``); what none of them claims is ``REST``: the
 account's ``step`` subjects are these and ``rest``, adding up to the step (``perfkit.stages.StepParts``)."""
 _PART_SUFFIXES = tuple(f"{STEP}.{part}" for part in (*STEP_PARTS, REST))  # the parts and the rest
+_PART_GPU_SUFFIXES = tuple(s + GPU for s in (STEP, *_PART_SUFFIXES))  # the step's, its parts' GPU time
 
 FLOPS_PER_STEP = "perfkit.flops_per_step"
 """A gauge of every stage epoch's window where a step's FLOPs are known (counted once, or stated)."""

@@ -19,16 +19,21 @@ The worker advice built on these facts (the gain model, its proposals and their 
 
 from ._loops import LoopStats, all_loops, cores_for_workers, loop_stats, worker_count, workers_needed
 from ._settings import CpuSplit, record_settings, usable_cores
-from ._trial import TrialResult, TrialSetting, pick
+from ._trial import MOST_PER_CORE, Growth, TrialResult, TrialSetting, first_round, grow, next_count, pick
 
 __all__ = [
+    "MOST_PER_CORE",
     "CpuSplit",
+    "Growth",
     "LoopStats",
     "TrialResult",
     "TrialSetting",
     "all_loops",
     "cores_for_workers",
+    "first_round",
+    "grow",
     "loop_stats",
+    "next_count",
     "pick",
     "record_settings",
     "usable_cores",

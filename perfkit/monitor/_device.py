@@ -12,6 +12,9 @@ abstains, saying why (``perfkit.resources.mfu``). ``FlopCounterMode`` imports ``
 on first use (1 s on this machine's CPU, seconds more on a GPU host): the account imports it when
 it is made, in the run's set-up, so the first step of the first window does not carry it.
 
+On CUDA each step part is also timed on the device, by events where the host moves from part to
+part (``perfkit.stages.DeviceParts``, made by ``parts`` for the recorder).
+
 On CUDA the sync watch (``perfkit.torch.watch_syncs``) times where the host blocks on the device,
 by call site, while a stage epoch is open: it is started by the first open stage and stopped when
 the last one closes, so nothing is patched between windows or after the run. Nothing here runs
@@ -25,11 +28,13 @@ import sys
 from contextlib import AbstractContextManager
 from typing import Any
 
+from .._gpu_events import torch_events
 from .._peaks import Peak
 from .._registry import Registry
 from .._warn import WarnOnce
 from ..names import FLOPS_PER_STEP, PEAK_FLOPS
 from ..resources import mixed_peak
+from ..stages import DeviceParts
 
 
 class DeviceAccount:
@@ -61,6 +66,16 @@ class DeviceAccount:
     def _cuda() -> Any:
         torch: Any = sys.modules.get("torch")
         return torch if torch is not None and torch.cuda.is_available() else None
+
+    def parts(self) -> DeviceParts | None:
+        """What times each step part on the GPU for the recorder: with the registry's own events
+        (``Registry(gpu_events=...)``, the seam tests fake the device at), else ``torch.cuda.Event``
+        on CUDA once the program has initialized it; None without either (nothing to time)."""
+        if self.registry.gpu_events is not None:
+            return DeviceParts(self.registry, self.registry.gpu_events)
+        torch = self._cuda()
+        events = torch_events() if torch is not None else None
+        return None if events is None else DeviceParts(self.registry, events, ready=torch.cuda.is_initialized)
 
     def stage_begins(self, stage: str) -> None:
         """A stage epoch begins: the watch starts (CUDA), the FLOPs are counted on training's first

@@ -152,6 +152,7 @@ class Session(StageListener):
             rank=host.rank,
             listeners=(self,),
             train_s_per_sample=train_s_per_sample,
+            device=self._device.parts(),
         )
 
     # ---- the run ------------------------------------------------------------------------------

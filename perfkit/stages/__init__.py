@@ -32,6 +32,7 @@ from ._account import PARTS, RESIDUAL_ZONES, Account, stage_account
 from ._batch import batch_size
 from ._choice import check_stages
 from ._comm import Communication, StragglerParts, communication, straggler_parts
+from ._device_parts import DeviceParts
 from ._intervals import Intervals, intervals_from
 from ._merge import EXACT_MAX, TOP_K, Merged, RankResult, Ranks
 from ._merge import merge as merge_ranks
@@ -49,6 +50,7 @@ __all__ = [
     "TOP_K",
     "Account",
     "Communication",
+    "DeviceParts",
     "Gather",
     "Intervals",
     "LoopStats",

@@ -65,6 +65,7 @@ from ..names import (
     LOGGERS,
     MODULE_HOOKS,
     REST,
+    STEP_GPU,
     STEP_PART,
     STEP_PARTS,
     SYNC_WAIT,
@@ -72,6 +73,7 @@ from ..names import (
     WORKER_WAIT,
     end_series,
     fetch_series,
+    gpu_series,
     iter_series,
     stage_loaders,
     step_part_series,
@@ -253,6 +255,7 @@ def stage_account(
         "loader_setup": setups,
         "other": residual_zones(snapshot, stage, names, spans, parts["other"]),
         **({STEP_PART: step_parts} if (step_parts := _step_parts(snapshot, stage, parts["step"])) else {}),
+        **({STEP_GPU: on_gpu} if (on_gpu := _step_gpu(snapshot, stage)) else {}),
         **collective_subjects(snapshot),
     }
     overlays: dict[str, float] = {}
@@ -288,6 +291,17 @@ def _step_parts(snapshot: Snapshot, stage: str, step_s: float) -> dict[str, floa
     if not measured:
         return {}
     return {**measured, REST: max(0.0, step_s - sum(measured.values()))}
+
+
+def _step_gpu(snapshot: Snapshot, stage: str) -> dict[str, float]:
+    """The step's parts' GPU time over the epoch (``perfkit.stages.DeviceParts``): the timed steps'
+    sums, scaled by the steps over the steps timed (one in ``EVERY``); empty where none was."""
+    timed, steps = snapshot.get(gpu_series(step_series(stage))), snapshot.get(step_series(stage))
+    if timed is None or not timed.count or steps is None:
+        return {}
+    scale = steps.count / timed.count
+    found = ((p, _total(snapshot, gpu_series(step_part_series(stage, p)))) for p in (*STEP_PARTS, REST))
+    return {p: s * scale for p, s in found if s > 0}
 
 
 _LOADER_SUBJECTS = ("data_wait", "wait_parts", "stalled_on", "wait_sections")

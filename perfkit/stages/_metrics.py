@@ -25,6 +25,7 @@ from ..names import (
     LOGGERS,
     MODULE_HOOKS,
     PEAK_FLOPS,
+    STEP_GPU,
     STEP_PART,
     SYNC_STALL,
     fetch_series,
@@ -166,13 +167,15 @@ def _account(window: StageWindow, p: str) -> dict[str, float]:
 
 _SUBJECT_KEYS = {
     STEP_PART: "step",
+    STEP_GPU: "step_gpu",
     CALLBACKS: "callback",
     CHECKPOINT: "callback",
     MODULE_HOOKS: "module_hook",
     LOGGERS: "logger",
 }
 """The account's subjects logged one by one, and the word of their keys (``perf/train/time/logger/X_s``,
-the step's parts ``perf/train/time/step/backward_s``)."""
+the step's parts ``perf/train/time/step/backward_s``, their GPU time
+``perf/train/time/step_gpu/backward_s``)."""
 
 
 def _data(snap: Snapshot, window: StageWindow, p: str, step: Stats | None, cores: int) -> dict[str, float]:

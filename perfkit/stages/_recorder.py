@@ -35,6 +35,7 @@ from .._warn import WarnOnce
 from ..names import HOOK, OUTSIDE, hook_series, step_part_series, step_series
 from ._account import stage_account
 from ._batch import batch_size
+from ._device_parts import DeviceParts
 from ._intervals import Cuts, Intervals
 from ._merge import Merged, RankResult, Ranks, mean_account, merge, not_merged
 from ._parts import StepParts
@@ -122,8 +123,9 @@ class StageRecorder:
     no longer counted, with one warning); ``sampler`` (a ``ResourceSampler``) takes a last
     sample before each window closes, so memory peaks reach the end of the epoch; ``gather``
     merges the ranks of a distributed job (``rank`` is this process's); ``listeners`` receive
-    each event, in order. All of it is given here, once: a session (``perfkit.monitor.Session``)
-    builds its recorder and nothing reconfigures it afterwards.
+    each event, in order; ``device`` (a ``perfkit.stages.DeviceParts``, on CUDA) times each step
+    part on the GPU too. All of it is given here, once: a
+    session (``perfkit.monitor.Session``) builds its recorder and nothing reconfigures it afterwards.
 
     >>> import perfkit, numpy as np
     >>> from perfkit.stages import StageRecorder
@@ -147,6 +149,7 @@ class StageRecorder:
         rank: int = 0,
         listeners: Sequence[StageListener] = (),
         train_s_per_sample: float | None = None,
+        device: DeviceParts | None = None,
     ) -> None:
         check_registry(registry)
         check_int(top_k_slowest, "top_k_slowest")
@@ -176,6 +179,10 @@ class StageRecorder:
         self._merge_off = False  # a merge timed out: ranks are no longer merged (see ``_merge``)
         self._warn = WarnOnce()
         self._long: set[str] = set()  # stages the driver knows are long (a step-based loop)
+        if device is not None and not isinstance(device, DeviceParts):
+            raise TypeError(f"device must be a perfkit.stages.DeviceParts or None, got {device!r}")
+        self.device = device
+        """Each step part's GPU time (None: not timed)."""
 
     # ---- stage epochs ---------------------------------------------------------------------
 
@@ -302,6 +309,8 @@ class StageRecorder:
         if state is not None:
             state.step_start = self.registry.clock()
             state.excluded_ns = 0
+            if self.device is not None:
+                self.device.step_begins(state.steps, state.step_start)
 
     def step_end(self, stage: str, *, batch: Any = None, failed: bool = False) -> int | None:
         """The step of ``stage`` ends now; returns its own compute in ns (None without an open step).
@@ -313,6 +322,8 @@ class StageRecorder:
             return None
         t0, state.step_start = state.step_start, None
         now = self.registry.clock()
+        if self.device is not None:
+            self.device.step_ends(stage, state.base, state.parts.current(), now)
         duration = max(0, now - t0 - state.excluded_ns)
         records = [~state.step_node if failed else state.step_node, t0, t0 + duration]
         nodes = state.part_nodes
@@ -340,14 +351,20 @@ class StageRecorder:
         if self._stack:
             state = self._open[self._stack[-1]]
             if state.step_start is not None:
-                state.parts.begin(part, self.registry.clock())
+                now = self.registry.clock()
+                if self.device is not None:
+                    self.device.switch(state.stage, state.base, state.parts.current(), now)
+                state.parts.begin(part, now)
 
     def part_end(self, part: str) -> None:
         """The ``part`` of the active stage's open step ends now."""
         if self._stack:
             state = self._open[self._stack[-1]]
             if state.step_start is not None:
-                state.parts.end(part, self.registry.clock())
+                now = self.registry.clock()
+                if self.device is not None:
+                    self.device.switch(state.stage, state.base, state.parts.current(), now)
+                state.parts.end(part, now)
 
     def part_now(self) -> str:
         """Where a wait happening now falls: the active stage's open step's part running now

@@ -4,12 +4,25 @@ Advice from a model of the loader ("3 workers should keep up") can be wrong wher
 is: a batch that sleeps on a disk gains from workers, one that computes only until the cores
 run out, and a worker that starts slowly costs every epoch. The trial measures instead: it
 rebuilds the loader at each setting (``_trial_loaders``: the user's loader is never touched),
-times its first batch (the workers' start), then, after a warm-up of one batch per worker (the
-batches the workers made together while starting), at most ``batches`` batches, over several
-epochs where the loader is shorter (each restart counted, as training pays it). Each setting
-gets an equal part of what is left of ``budget_s``; the trial starts no setting after the
-budget is spent, so it ends within the budget and one setting's start (a slow
-``worker_init_fn`` cannot be cut short).
+times its first batch (the workers' start), then, after the rest of the batches the workers
+made together while starting (one per worker, the first among them), ``batches`` batches in
+whole rounds of one per worker, over several epochs where the loader is shorter (each restart
+counted, as training pays it). k workers hand their batches over in rounds of k: a timing that
+began or ended within a round counted its ready batches without their wait, or the wait
+without them (8 sleeping workers on 2 cores read 1.4-1.9 times their rate over 15 batches, one
+batch per worker of warm-up past the first; 0.96-1.04 times it in whole rounds). Each setting
+gets an equal part of what is left of ``budget_s`` (the settings still to come counted with the
+most the first round may yet grow by); the trial starts no setting after the budget is spent,
+so it ends within the budget, one setting's start (a slow ``worker_init_fn`` cannot be cut
+short) and the round of batches its last deadline fell in.
+
+The worker counts are 0 up to the usable cores unless given, and past the cores where the rows
+show it pays: a worker that waits on a disk, a network or a sleep needs no core of its own, so
+a loader whose two workers keep 0.1 cores busy is about twice as fast with four, while workers
+that compute only share the cores past them. So the first round goes on, doubling its top
+count, while ``perfkit.loaders.grow`` says more would help (the rate still rising clearly, the
+need not met, the workers measurably waiting), up to four workers a core; the text says why it
+went as far as it did, or why it stopped while the rate still rose (that cap, or the budget).
 
     result = perfkit.trial(loader, need_batches_per_s=120, budget_s=30)
     print(perfkit.reports.trial_text(result))       # every row, the pick, and what it did not see
@@ -22,7 +35,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,7 +48,7 @@ from torch.utils.data import DataLoader
 
 from .._registry import Registry, use_registry
 from .._validate import check_int, check_name, check_number
-from ..loaders import TrialResult, TrialSetting, pick, usable_cores
+from ..loaders import MOST_PER_CORE, TrialResult, TrialSetting, grow, pick, usable_cores
 from ._trial_loaders import Candidate, rebuild, variants, worker_counts
 
 if TYPE_CHECKING:
@@ -55,7 +70,8 @@ def trial(
 ) -> TrialResult:
     """Time ``loader`` alone at each candidate setting and pick the smallest that keeps up.
 
-    ``workers``: the worker counts to try (default 0 up to the usable cores); the round after
+    ``workers``: the worker counts to try (default 0 up to the usable cores, then twice the top
+    count, again and again, while its workers wait and its rate still rises: ``grow``); the round after
     tries persistent workers, ``prefetch_factor=4`` and pinned memory (with a CUDA device) at
     the first round's pick. ``need_batches_per_s``: the rate the training loop consumed batches
     (the pick is the smallest setting that meets it, else the fastest). ``progress`` is called
@@ -75,11 +91,15 @@ def trial(
         # the global RNG is restored (a sampler without a generator draws its seed from it), and
         # what the user's dataset records during the trial stays out of the run's registry
         first = worker_counts(loader, spec.workers)
-        _run_all(spec, first, started, rows, skipped, progress, planned=len(first) + 2)
+        second = len(variants(loader, Candidate(1, 2, False, bool(loader.pin_memory))))  # at most
+        past = _doublings(max(spec.workers), spec.cores) if spec.own_counts else 0
+        _run_all(spec, first, started, rows, skipped, progress, after=past + second)
+        if spec.own_counts:
+            _past_cores(spec, started, rows, skipped, progress, after=second)
         chosen = pick(rows, need_batches_per_s)
         if chosen is not None:
             base = Candidate(chosen.num_workers, chosen.prefetch_factor, False, chosen.pin_memory)
-            _run_all(spec, variants(loader, base), started, rows, skipped, progress, planned=0)
+            _run_all(spec, variants(loader, base), started, rows, skipped, progress, after=0)
     result = TrialResult(
         loader=name,
         settings=tuple(rows),
@@ -87,9 +107,10 @@ def trial(
         need_batches_per_s=spec.need,
         budget_s=spec.budget_s,
         elapsed_s=time.perf_counter() - started,
-        cores=usable_cores(),
+        cores=spec.cores,
         torch_threads=torch.get_num_threads(),
         skipped=tuple(skipped),
+        own_counts=spec.own_counts,
     )
     if run is not None:
         run.add_trial(result)
@@ -103,6 +124,8 @@ class _Spec:
     budget_s: float
     batches: int
     workers: list[int] = field(default_factory=list)
+    cores: int = 1
+    own_counts: bool = False  # workers not given: the first round may go past the cores
 
     @classmethod
     def checked(
@@ -127,8 +150,42 @@ class _Spec:
             None if need is None else check_number(need, "need_batches_per_s"),
             check_number(budget_s, "budget_s"),
             check_int(batches, "batches", low=1),
-            sorted({check_int(k, "workers", high=4 * cores) for k in counts}),
+            sorted({check_int(k, "workers", high=MOST_PER_CORE * cores) for k in counts}),
+            cores,
+            workers is None,
         )
+
+
+def _doublings(top: int, cores: int) -> int:
+    """How many times the first round may yet double ``top`` workers within the most a trial tries."""
+    n = 0
+    while top > 0 and 2 * top <= MOST_PER_CORE * cores:
+        top, n = 2 * top, n + 1
+    return n
+
+
+def _past_cores(
+    spec: _Spec,
+    started: float,
+    rows: list[TrialSetting],
+    skipped: list[str],
+    progress: Callable[[TrialSetting], None] | None,
+    *,
+    after: int,
+) -> None:
+    """The first round past its top count: twice the top, one count at a time, while ``rows``
+    say more workers would help (``grow``); each count is tried once (one the budget or
+    the loader refused ends it). ``after``: the second round's settings, which keep their part."""
+    tried = set(spec.workers)
+    while True:
+        growth = grow(rows, spec.need, spec.cores)
+        k = growth.count
+        if k is None or k in tried:
+            return
+        tried.add(k)
+        log.info("perfkit trial: %d workers next: %s", k, growth.why)
+        candidates = worker_counts(spec.loader, [k])
+        _run_all(spec, candidates, started, rows, skipped, progress, after=_doublings(k, spec.cores) + after)
 
 
 def _run_all(
@@ -139,19 +196,22 @@ def _run_all(
     skipped: list[str],
     progress: Callable[[TrialSetting], None] | None,
     *,
-    planned: int,
+    after: int,
 ) -> None:
-    """Measure ``candidates`` in turn, each with an equal part of the budget left (``planned``:
-    settings still to come after these, which keep their part)."""
+    """Measure ``candidates`` in turn, each with an equal part of the budget left (``after``:
+    the most settings still to come after these, which keep their part)."""
     for i, c in enumerate(candidates):
         left = spec.budget_s - (time.perf_counter() - started)
         if left <= 0:
             spent = f"not run, the {spec.budget_s:g} s budget was spent"
             skipped += [f"{_label(x)}: {spent}" for x in candidates[i:]]
             return
-        share = left / (len(candidates) - i + max(0, planned - len(candidates)))
+        share = left / (len(candidates) - i + after)
         try:
-            row = measure(rebuild(spec.loader, c), c, spec.batches, time.perf_counter() + share)
+            with warnings.catch_warnings():
+                if spec.own_counts and c.num_workers > spec.cores:  # torch's warning: the trial went there
+                    warnings.filterwarnings("ignore", "This DataLoader will create", UserWarning)
+                row = measure(rebuild(spec.loader, c), c, spec.batches, time.perf_counter() + share)
         except EmptyLoader:
             raise
         except Exception as exc:  # a setting the loader cannot run (a dataset spawn cannot pickle)
@@ -170,8 +230,9 @@ class EmptyLoader(ValueError):
 
 def measure(dl: DataLoader[Any], c: Candidate, batches: int, deadline: float) -> TrialSetting:
     """One row: ``dl``'s start (its first batch; with persistent workers, an epoch's restart),
-    then batches per second over at most ``batches`` batches, stopping at ``deadline``. A loader
-    shorter than that is read over several epochs, each restart in the time, as training pays it."""
+    then batches per second over ``batches`` batches in whole rounds of one per worker, stopping
+    at the end of the round ``deadline`` falls in. A loader shorter than that is read over several
+    epochs, each restart in the time, as training pays it."""
     me = psutil.Process()
     before = {p.pid for p in me.children()}
     t0 = time.perf_counter()
@@ -181,12 +242,16 @@ def measure(dl: DataLoader[Any], c: Candidate, batches: int, deadline: float) ->
         t1 = time.perf_counter()
         epochs.restart()
         start_s = time.perf_counter() - t1
-    epochs.take(c.num_workers, deadline)  # the batches the workers made together while starting
+    # k workers hand batches over in rounds of k (each makes one while the others do): the timing
+    # starts where a round ends (the rest of the first, made together while starting) and counts
+    # whole rounds, else a round's ready batches, or its wait without them, would be timed alone
+    rounds = max(1, c.num_workers)
+    epochs.take(rounds - 1, deadline)
     pool = [p for p in me.children() if p.pid not in before]
-    cpu0, t2 = _cpu(pool), time.perf_counter()
-    timed = epochs.take(batches, deadline, at_least=1)
+    ready0, cpu0, t2 = _ready(pool), _cpu(pool), time.perf_counter()
+    timed = epochs.take(-(-batches // rounds) * rounds, deadline, at_least=1, rounds=rounds)
     wall = time.perf_counter() - t2
-    cpu1 = _cpu([p for p in me.children() if p.pid not in before])
+    cpu1, ready1 = _cpu([p for p in me.children() if p.pid not in before]), _ready(pool)
     uss = _uss(pool)
     del epochs, dl  # the workers stop here, before the next setting starts its own
     return TrialSetting(
@@ -199,6 +264,7 @@ def measure(dl: DataLoader[Any], c: Candidate, batches: int, deadline: float) ->
         start_s,
         uss,
         _cores(cpu0, cpu1, wall),
+        None if ready0 is None or ready1 is None or wall <= 0 else max(0.0, ready1 - ready0) / wall,
     )
 
 
@@ -217,10 +283,11 @@ class _Epochs:
         except StopIteration:
             raise EmptyLoader("the loader gave no batch: there is nothing to time") from None
 
-    def take(self, n: int, deadline: float, *, at_least: int = 0) -> int:
-        """Take up to ``n`` batches (at least ``at_least``) before ``deadline``; how many were taken."""
+    def take(self, n: int, deadline: float, *, at_least: int = 0, rounds: int = 1) -> int:
+        """Take up to ``n`` batches (at least ``at_least``) before ``deadline``, past it to the end of a
+        round of ``rounds`` batches; how many were taken."""
         got = 0
-        while got < n and (got < at_least or time.perf_counter() < deadline):
+        while got < n and (got < at_least or got % rounds or time.perf_counter() < deadline):
             try:
                 next(self.it)
             except StopIteration:
@@ -245,6 +312,25 @@ def _cores(a: tuple[float, dict[int, float]], b: tuple[float, dict[int, float]],
     if wall <= 0 or not set(a[1]) <= set(b[1]):
         return None
     return (b[0] - a[0] + sum(cpu - a[1].get(pid, 0.0) for pid, cpu in b[1].items())) / wall
+
+
+def _ready(pool: list[psutil.Process]) -> float | None:
+    """Seconds this process and ``pool`` were ready to run but waited for a core (every thread's
+    run-queue delay, Linux's ``/proc/PID/task/TID/schedstat``); None where it cannot be read (not
+    Linux, or a worker gone)."""
+    total = 0
+    for pid in [os.getpid(), *(p.pid for p in pool)]:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return None
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended between the listing and the read
+    return total / 1e9
 
 
 def _uss(pool: list[psutil.Process]) -> float | None:

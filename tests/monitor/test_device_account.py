@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -85,3 +86,45 @@ def test_the_flop_counters_import_is_paid_when_the_session_is_made() -> None:
     out = subprocess.run([sys.executable, "-c", FIRST_STEP], capture_output=True, text=True, check=True)
     times = json.loads(out.stdout.splitlines()[-1])
     assert times["first_step_s"] < times["made_s"] / 4, times
+
+
+class HostEvent:
+    """A ``torch.cuda.Event`` faked on a device that runs everything the moment it is queued: an
+    event is reached when the host records it, so each part's GPU time is its host time."""
+
+    def record(self) -> None:
+        self.at = time.perf_counter_ns()
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: HostEvent) -> float:
+        return (end.at - self.at) / 1e6
+
+
+def test_a_plain_loops_parts_get_their_gpu_time_from_one_step_in_ten() -> None:
+    """Events at every change of part, through the session a plain ``perfkit.window`` builds, on
+    steps 1 and 11 of 20 (``DeviceParts.EVERY``): every part has its GPU time, scaled to the
+    epoch by the steps over the steps timed (on this faked device, with no queue, a part's GPU
+    time is its host time)."""
+    import torch
+
+    reg = perfkit.Registry(gpu_events=HostEvent)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with perfkit.window("train", epoch=0, registry=reg, console=False) as w:
+        for x in w.iterate([torch.randn(4, 8)] * 20):
+            opt.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+    assert w.window is not None
+    snap, account = w.window.snapshot, w.window.account
+    host, gpu = account.subjects["step"], account.subjects["step_gpu"]
+    assert set(gpu) == set(host) == {"forward", "backward", "optimizer", "zero_grad", "rest"}
+    timed = snap["train.step.gpu"]
+    assert timed.count == 2
+    assert sum(gpu.values()) == pytest.approx(timed.total_s * 20 / 2, rel=1e-6)

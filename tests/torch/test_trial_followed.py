@@ -6,7 +6,8 @@ proposal and gain come from the trial's measured rates, not from the model of a 
 The change is applied literally and both runs are timed by the test's own clock, as in
 ``test_advice_followed`` (the median of interleaved runs, the epochs past the first).
 
-Figures on this 2-core machine (shared with other work), 2026-11, two runs of this file
+Figures on this 2-core machine (shared with other work), 2026-11, two runs of this file before
+the trial went past the cores
 (``pytest -o junit_family=legacy --junitxml=OUT.xml``; the figures are its ``property`` lines):
 the trial measured 80-82 batches/s at 0 workers, 79 at 1 and 163 at 2 (none keeps up with the
 loop's ~700/s; 2 is the fastest, the trial's pick); INPUT_BOUND proposed
@@ -14,6 +15,17 @@ loop's ~700/s; 2 is the fastest, the trial's pick); INPUT_BOUND proposed
 the saving measured was 49.5% and 51.6% (the two steady epochs: 1.29 s -> 0.65 s, 0.62 s). The
 same windows without the trial proposed 4 workers for 72-77% (the model's guess of a worker's
 rate, not tried).
+
+Since the trial goes past the cores while its workers wait and its rate still rises (2026-11,
+five runs, the machine under a load average of 3-4 from other work): 140-163 batches/s at 2
+workers, 266-321 at 4, 479-709 at 8 (four a core, the most it tries), so the pick and the
+proposal are 8 workers (persistent), which keep up with the loop's ~400 batches/s: a gain of
+78.6-81.0% at its low end and 85.1-86.5% at its high, the same as the model's guess of 7-8
+workers (both end the wait); the saving measured was 70.1-72.7%, below the low end by 7-10
+points, inside the noise those runs measured (8-14 points): the low end of a gain at 8 workers
+on 2 cores, beside the model's thread, was optimistic by about that much. The low end now keeps
+10% more slack for each worker past the cores (``perfkit.findings.workers._model.PREEMPT``: their
+wake-ups preempt the loop's thread): 71.2-74.7% predicted at the low end, 72.2% and 73.7% saved.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from tests.torch.test_advice_followed import SLOWDOWN, Plan, Rows, interleaved, 
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # the pick: 8 workers on 2 cores
 def test_the_trials_pick_is_proposed_with_its_measured_gain_and_delivers_it(
     tmp_path: Path, record_property: Any
 ) -> None:
@@ -50,7 +63,9 @@ def test_the_trials_pick_is_proposed_with_its_measured_gain_and_delivers_it(
     without = proposal(modelled)  # the same windows without the trial: the model's own guess
     assert without is not None
     assert "measured alone" not in without.action
-    assert without.gain != v.gain
+    # the measured rate gives another gain than the model's guess, but where both end the wait (the
+    # trial goes past the cores while sleeping workers still speed up, and finds a count that keeps up)
+    assert without.gain != v.gain or "keep up with the loop" in v.action
 
     timed = interleaved(plan, v.change, first)
     saving = timed.saving

@@ -24,6 +24,22 @@ class Sleepy(Dataset[torch.Tensor]):
         return torch.full((4,), float(i))
 
 
+class Busy(Dataset[torch.Tensor]):
+    """Each item spins the CPU ``item_s``: only cores make it faster, and workers past them share them."""
+
+    def __init__(self, n: int = 400, item_s: float = 0.002) -> None:
+        self.n, self.item_s = n, item_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        end = time.thread_time() + self.item_s
+        while time.thread_time() < end:
+            pass
+        return torch.full((4,), float(i))
+
+
 def busy_collate(items: list[torch.Tensor]) -> torch.Tensor:
     """Spins the CPU for 8 ms a batch: only cores can make it faster."""
     end = time.thread_time() + 0.008
