@@ -140,7 +140,7 @@ class Session(StageListener):
                 console=options.console,
                 publish=self.publish,
                 step_of=host.step_of,
-                is_open=self._is_open,
+                is_open=lambda stage: self.recorder.is_open(stage),
                 interval_step_of=host.interval_step_of,
             )
         self.recorder = StageRecorder(
@@ -217,7 +217,8 @@ class Session(StageListener):
         its ``verdicts.json`` and ranked verdicts said (``perfkit run`` diagnoses in its own
         process). A run that published no window writes no run directory."""
         try:
-            writer = self.run_writer() if self._writers or self._published() else None
+            published = self.monitor is not None and bool(self.monitor.last_metrics)
+            writer = self.run_writer() if self._writers or published else None
             snapshot = self.registry.snapshot()
             if self.monitor is not None and diagnose:
                 return self.monitor.finish(writer, snapshot)
@@ -242,9 +243,6 @@ class Session(StageListener):
         if self._stop_parts is not None:
             stop, self._stop_parts = self._stop_parts, None
             stop()
-
-    def _published(self) -> bool:
-        return self.monitor is not None and bool(self.monitor.last_metrics)
 
     # ---- listeners ----------------------------------------------------------------------------
 
@@ -297,9 +295,6 @@ class Session(StageListener):
             except Exception as exc:  # a listener's fault must not stop training, nor the others
                 name = type(listener).__name__
                 self._warn(f"listener:{name}:{event}", f"perfkit: {name}.{event} failed: {exc!r}")
-
-    def _is_open(self, stage: str) -> bool:
-        return self.recorder.is_open(stage)
 
     # ---- ranks --------------------------------------------------------------------------------
 
