@@ -132,16 +132,7 @@ class RunWriter:
     ) -> None:
         """Record one interval of a stage epoch still running: a line of ``intervals.jsonl``, merged
         with its neighbours once the file holds ``MAX_INTERVALS`` (see ``perfkit.run._intervals``)."""
-        line = {
-            **window.to_dict(),
-            "step": step,
-            "prefix": self.prefix,
-            "start_ns": window.snapshot.start_ns,
-            "end_ns": window.snapshot.end_ns,
-            "metrics": dict(metrics),
-            "merged": 1,
-            "job": self.job,
-        }
+        line = {**self._line(window, metrics, step), "merged": 1, "job": self.job}
         self._intervals.append(line)
         file = self.path / own(INTERVALS_FILE, self._suffix)
         if len(self._intervals) > MAX_INTERVALS:  # a quarter of the limit is freed each time
@@ -152,6 +143,18 @@ class RunWriter:
 
     def close(self) -> None:
         """As a sink: nothing to release (every line is written when its window ends)."""
+
+    def _line(self, window: StageWindow, metrics: Mapping[str, float], step: int | None) -> dict[str, Any]:
+        """What a line of ``windows.jsonl`` and of ``intervals.jsonl`` both hold."""
+        snapshot = window.snapshot
+        return {
+            **window.to_dict(),
+            "step": step,
+            "prefix": self.prefix,
+            "start_ns": snapshot.start_ns,
+            "end_ns": snapshot.end_ns,
+            "metrics": dict(metrics),
+        }
 
     def add_window(
         self, window: StageWindow, metrics: Mapping[str, float], *, step: int | None = None
@@ -180,12 +183,7 @@ class RunWriter:
                     write_atomically(self.path / snapshot_file(name), text, new=True)
                     break
             line = {
-                **window.to_dict(),
-                "step": step,
-                "prefix": self.prefix,
-                "start_ns": window.snapshot.start_ns,
-                "end_ns": window.snapshot.end_ns,
-                "metrics": dict(metrics),
+                **self._line(window, metrics, step),
                 "snapshot": snapshot_file(name),
                 "seq": seq,
                 "writer": self._id,
