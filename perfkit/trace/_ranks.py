@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ._analysis import analyze_trace, check_top_k
+from .._validate import check_int
+from ._analysis import analyze_trace
 from ._parts import ALL_PARTS
 from ._results import TraceAnalysis
 
@@ -90,7 +91,7 @@ def analyze_ranks(directory: str | os.PathLike[str], *, top_k: int = 10) -> Rank
     >>> r.straggler.rank, r.straggler.work_us, r.straggler.causes[0]
     (1, 80.0, Cause(kind='kernel', name='gemm', rank_us=80.0, others_us=50.0))
     """
-    check_top_k(top_k)
+    check_int(top_k, "top_k", low=1)
     folder = Path(directory)
     if not folder.is_dir():
         raise FileNotFoundError(f"not a directory: {str(folder)!r}")
