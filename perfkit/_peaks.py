@@ -34,21 +34,15 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 """The dtypes the table holds, by the name a peak is looked up with."""
 
 _ALIASES = {
-    "fp32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "tf32": "tf32",
-    "tfloat32": "tf32",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "fp8": "fp8",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-    "float8_e4m3fnuz": "fp8",
-    "float8_e5m2fnuz": "fp8",
+    alias: dtype
+    for dtype, aliases in {
+        "fp32": ("float32", "float"),
+        "tf32": ("tfloat32",),
+        "bf16": ("bfloat16",),
+        "fp16": ("float16", "half"),
+        "fp8": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"),
+    }.items()
+    for alias in (dtype, *aliases)
 }
 
 
