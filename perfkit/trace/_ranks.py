@@ -145,7 +145,7 @@ def find_straggler(ranks: Sequence[TraceAnalysis]) -> Straggler | None:
 
 def _causes(slow: TraceAnalysis, others: Sequence[TraceAnalysis]) -> tuple[Cause, ...]:
     """The part, then the kernels, whose time per step exceeds the others' median most."""
-    parts = [_cause("part", p, slow, others, _part_us) for p in ALL_PARTS]
+    parts = [_cause("part", p, slow, others, lambda a, p: a.parts.us(p)) for p in ALL_PARTS]
     kernels = [_cause("kernel", n, slow, others, _kernel_us) for n in {k.name for k in slow.top_cuda_kernels}]
     top_part = sorted((c for c in parts if c.rank_us > c.others_us), key=_excess, reverse=True)[:1]
     top_kernels = sorted((c for c in kernels if c.rank_us > c.others_us), key=_excess, reverse=True)
@@ -161,10 +161,6 @@ def _cause(
 ) -> Cause:
     per_step = [us(a, name) / max(a.step_count, 1) for a in others]
     return Cause(kind, name, us(slow, name) / max(slow.step_count, 1), statistics.median(per_step))
-
-
-def _part_us(a: TraceAnalysis, part: str) -> float:
-    return a.parts.us(part)
 
 
 def _kernel_us(a: TraceAnalysis, name: str) -> float:
