@@ -67,7 +67,21 @@ class JsonlSink:
                 self._file = None
 
 
-class WandbSink:
+class _Queued:
+    """A sink whose calls run on its ``Background`` thread."""
+
+    background: Background
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
+        return self.background.flush(timeout_s)
+
+    def close(self) -> None:
+        """Flush, within ``flush_s``; the run belongs to the caller (W&B's ends with ``wandb.finish()``)."""
+        self.background.close()
+
+
+class WandbSink(_Queued):
     """Log each window's metrics to the W&B run ``run`` (default: the active ``wandb.run``).
 
     W&B drops a ``log(..., step=s)`` whose ``s`` is below its current step, and a script that
@@ -94,16 +108,8 @@ class WandbSink:
             self._defined_on = run
         run.log(row)
 
-    def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
-        return self.background.flush(timeout_s)
 
-    def close(self) -> None:
-        """Flush, within ``flush_s``; the run belongs to the caller, who ends it with ``wandb.finish()``."""
-        self.background.close()
-
-
-class MlflowSink:
+class MlflowSink(_Queued):
     """Log each window's metrics to MLflow, at ``step``: to run ``run_id`` or the active run.
 
     ``tracking_uri`` picks the tracking server (default: MLflow's current one).
@@ -142,14 +148,6 @@ class MlflowSink:
         if client is None:
             client = self._clients[uri] = self._mlflow.MlflowClient(uri)
         return client
-
-    def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
-        return self.background.flush(timeout_s)
-
-    def close(self) -> None:
-        """Flush, within ``flush_s``; the run belongs to the caller."""
-        self.background.close()
 
 
 def wandb_run(wandb: ModuleType, run: Any, who: str) -> Any:
