@@ -56,8 +56,6 @@ class PerfMonitor(PerfkitCallback):
     (``perfkit.torch.time_gradient_sync``, registered on the strategy's DDP model as the fit
     starts), so STRAGGLER tells a rank whose compute is slow from the ranks waiting for it; where
     the model already has a communication hook of its own, that hook is kept and perfkit says so.
-    ``merge_timeout_s``: how long the ranks wait for each other at an epoch's end to merge their
-    windows (``perfkit.torch.TorchRanks``); a rank later than that is named and the merge stops.
     These are ``perfkit.monitor.Options``, shared with the Hugging Face callback (same names,
     defaults and checks). PerfMonitor's own: ``enabled``, ``include_sanity_check`` (the sanity
     check's validation as a stage of its own), ``attach_report``, and ``trial=True``, which runs a
