@@ -41,7 +41,7 @@ from .._version import __version__
 from .._warn import WarnOnce, log
 from ..loaders import TrialResult
 from ..stages import StageWindow
-from ._files import append_line, describe_os_error, locked, write_atomically
+from ._files import append_line, describe_os_error, locked, read_object, write_atomically
 from ._intervals import MAX_INTERVALS, compact, dumps
 from ._jobs import this_job
 from ._layout import (
@@ -102,7 +102,7 @@ class RunWriter:
         (self.path / SNAPSHOTS_DIR).mkdir(parents=True, exist_ok=True)
         run_json = self.path / RUN_FILE
         with locked(self.path / LOCK_FILE):
-            info = _read_object(run_json) or {**self._info, "jobs": {}}
+            info = read_object(run_json) or {**self._info, "jobs": {}}
             jobs = info.get("jobs")
             jobs = info["jobs"] = jobs if isinstance(jobs, dict) else {}
             first = not jobs
@@ -255,7 +255,7 @@ class RunWriter:
 
     def _record_lost(self, run_json: Path) -> None:
         with locked(self.path / LOCK_FILE):  # another job may be recording its own
-            info = _read_object(run_json) or dict(self._info)
+            info = read_object(run_json) or dict(self._info)
             recorded = info.get("lost")
             known: list[Any] = recorded if isinstance(recorded, list) else []
             seen = {(x.get("writer"), x.get("seq")) for x in known if isinstance(x, dict)}
@@ -277,11 +277,3 @@ class RunWriter:
 
 
 _WRITERS = itertools.count(1)
-
-
-def _read_object(file: Path) -> dict[str, Any] | None:
-    try:
-        info = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
