@@ -95,7 +95,7 @@ def started_unix(run_dir: Path) -> float:
     """When the run at ``run_dir`` last started: the latest start in ``run.json`` (its first job's, or
     a later job's that wrote beside it), else the time ``windows.jsonl`` was last written."""
     info = read_object(run_dir / RUN_FILE) or {}
-    jobs = info.get("jobs") if isinstance(info.get("jobs"), dict) else {}
+    jobs = found if isinstance(found := info.get("jobs"), dict) else {}
     starts = [
         info.get("started_unix"),
         *(j.get("started_unix") for j in jobs.values() if isinstance(j, dict)),
