@@ -1,17 +1,9 @@
-"""``Session``: one monitored run, assembled once, whatever drives it.
+"""``Session``: one monitored run, assembled once, whatever drives it (see ``perfkit.monitor``).
 
-A monitored run is a ``StageRecorder`` (the stage timeline), the registry's resource sampler
-(leased at the first stage epoch, given back at the end), the ranks' transport, the run
-directory's writer (on the publishing rank, made when the first window needs it) and a
-``StageMonitor`` (metrics to every sink, the console block, the ranked verdicts at the end). A
-session puts them together from one ``Options`` and a ``Host`` (what the framework gives: how to
-log a line, the ranks, the step to log at, its own sinks). Every way perfkit is driven -- a
-script's ``perfkit.window``, the Lightning callbacks, the Hugging Face callback, ``perfkit run``
--- builds one session and translates its framework's events into the session's calls:
-``begin`` and ``end`` a stage epoch, the recorder's ``step_begin`` / ``step_end`` / ``hook``,
-``finish`` the run. Listeners (a Lightning preset, a profiler following the stages) are the
-session's: each gets every event, and a fault in one is warned about once and keeps no other
-from its event.
+The resource sampler is leased at the first stage epoch and given back at the end; the run
+directory's writer is made on the publishing rank when the first window needs it. Listeners (a
+Lightning preset, a profiler following the stages) are the session's: each gets every event,
+and a fault in one is warned about once and keeps no other from its event.
 
 >>> import perfkit, numpy as np
 >>> session = Session(Options(registry=perfkit.Registry(), console=False, sample_resources=False))

@@ -2,10 +2,8 @@
 
 W&B and MLflow are imported when their sink is made, with an error naming the extra to
 install; they log to the active run unless given one, and raise when there is none (the
-fan-out in front of them warns once and goes on). Their network calls run on a thread of
-their own behind a bounded queue (``Background``): a server that does not answer costs the
-training thread a queue put per window; ``close()`` (or interpreter exit) gives what is
-queued ``flush_s`` to go out, then counts and says what was lost.
+fan-out in front of them warns once and goes on). Their network calls run on a ``Background``
+thread, off the training thread.
 """
 
 from __future__ import annotations
