@@ -222,17 +222,9 @@ class Snapshot(Mapping[str, Stats]):
         of the retained samples.
         """
         parts = (self, *others)
-        threads: list[ThreadInfo] = []
-        index: dict[ThreadInfo, int] = {}
-        maps = []
-        for snap in parts:
-            numbers = []
-            for t in snap.threads:
-                if t not in index:
-                    index[t] = len(threads)
-                    threads.append(t)
-                numbers.append(index[t])
-            maps.append(np.array(numbers, dtype=np.int64))
+        index: dict[ThreadInfo, int] = {}  # every thread once, in the order first met
+        maps = [np.array([index.setdefault(t, len(index)) for t in s.threads], dtype=np.int64) for s in parts]
+        threads = list(index)
         series: dict[str, SeriesData] = {}
         for name in {n for s in parts for n in s._series}:
             owners = [(s._series[name], m) for s, m in zip(parts, maps, strict=True) if name in s._series]
