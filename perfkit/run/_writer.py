@@ -12,14 +12,10 @@ A ``RunWriter`` is a sink: give it to ``perfkit.window(sinks=...)`` or a monitor
 ``sinks=`` like any other.
 
 Several jobs may write one directory at once (two array jobs or a re-launched job given the
-same ``run_dir``): each process is a *job* (``this_job()``: its pid and a random part), and a
-second job writes beside the first under its own id rather than moving elsewhere, so the run
-is where its config says. Every line carries its ``job``; ``run.json`` lists the jobs
-(``jobs``: pid, host, start, their meta and the suffix of their own files, ``final_JOB.json``
-for any job but the directory's first); a snapshot's file name is claimed with ``O_EXCL``,
-temporary files are named per process, and lines are appended whole under an ``flock``. The
-reader keeps the jobs apart (``read_run(path, job=...)``). Writers of one process (a trainer's
-test after its fit) are one job.
+same ``run_dir``: ``_jobs``, ``_layout``): a second job writes beside the first under its own id
+rather than moving elsewhere, so the run is where its config says. A snapshot's file name is
+claimed with ``O_EXCL``, temporary files are named per process, and lines are appended whole
+under an ``flock``. Writers of one process (a trainer's test after its fit) are one job.
 """
 
 from __future__ import annotations
