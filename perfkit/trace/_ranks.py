@@ -101,15 +101,12 @@ def analyze_ranks(directory: str | os.PathLike[str], *, top_k: int = 10) -> Rank
     analyses = []
     for i, path in enumerate(files):
         a = analyze_trace(path, top_k=max(top_k, _CAUSE_POOL))
-        analyses.append(replace(a, rank=a.rank if a.rank is not None else _rank_from_name(path, i)))
+        found = _RANK_IN_NAME.search(path.name)
+        named = int(found.group(1)) if found and len(found.group(1)) < 10 else i
+        analyses.append(replace(a, rank=a.rank if a.rank is not None else named))
     analyses.sort(key=lambda a: (a.rank, a.path))
     straggler = find_straggler(analyses)
     return RanksAnalysis(str(folder), tuple(_trim(a, top_k) for a in analyses), straggler)
-
-
-def _rank_from_name(path: Path, position: int) -> int:
-    found = _RANK_IN_NAME.search(path.name)
-    return int(found.group(1)) if found and len(found.group(1)) < 10 else position
 
 
 def _trim(a: TraceAnalysis, top_k: int) -> TraceAnalysis:
