@@ -76,8 +76,6 @@ def _add_analyze(subparsers: Subparsers) -> None:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .reports import analysis_text, ranks_text
     from .trace import analyze_ranks, analyze_trace
 

@@ -15,6 +15,7 @@ CUDA is available. Without CUDA, sections fall back to wall time and say so once
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -40,12 +41,7 @@ def torch_events() -> EventFactory | None:
     torch: Any = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return None
-
-    def make() -> GpuEvent:
-        event: GpuEvent = torch.cuda.Event(enable_timing=True)
-        return event
-
-    return make
+    return functools.partial(torch.cuda.Event, enable_timing=True)
 
 
 def warn_no_cuda(name: str) -> None:

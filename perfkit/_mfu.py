@@ -67,12 +67,8 @@ def mfu(flops_per_step: float | None, *, steps: int, seconds: float, peak: Peak 
     if peak is not None and not isinstance(peak, Peak):
         peak = Peak(check_peak_tflops(peak), "stated", None, "stated by the user (peak_tflops=)")
     if flops_per_step is None or not math.isfinite(flops_per_step) or flops_per_step <= 0:
-        return Mfu(
-            None,
-            None,
-            peak,
-            "no FLOPs per step (count them with perfkit.torch.count_flops, or pass flops_per_step=)",
-        )
+        why = "no FLOPs per step (count them with perfkit.torch.count_flops, or pass flops_per_step=)"
+        return Mfu(None, None, peak, why)
     if steps <= 0 or not math.isfinite(seconds) or seconds <= 0:
         return Mfu(None, None, peak, "no step was timed")
     achieved = flops_per_step * steps / seconds / 1e12
@@ -113,13 +109,8 @@ def mixed_peak(
         share = flops / total
         if peak.tflops is None:
             if share >= UNKNOWN_SHARE:
-                return Peak(
-                    None,
-                    dtype,
-                    peak.device,
-                    peak.source,
-                    f"{share:.0%} of the FLOPs run in {dtype}: {peak.reason}",
-                )
+                why = f"{share:.0%} of the FLOPs run in {dtype}: {peak.reason}"
+                return Peak(None, dtype, peak.device, peak.source, why)
             notes.append(f"{share:.1%} of the FLOPs in {dtype} (no peak) left out")
             continue
         seconds += flops / peak.tflops

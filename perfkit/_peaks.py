@@ -34,21 +34,15 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 """The dtypes the table holds, by the name a peak is looked up with."""
 
 _ALIASES = {
-    "fp32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "tf32": "tf32",
-    "tfloat32": "tf32",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "fp8": "fp8",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-    "float8_e4m3fnuz": "fp8",
-    "float8_e5m2fnuz": "fp8",
+    alias: dtype
+    for dtype, aliases in {
+        "fp32": ("float32", "float"),
+        "tf32": ("tfloat32",),
+        "bf16": ("bfloat16",),
+        "fp16": ("float16", "half"),
+        "fp8": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"),
+    }.items()
+    for alias in (dtype, *aliases)
 }
 
 
@@ -237,33 +231,17 @@ def device_peak(
     if device_name is None:
         return Peak(None, label, None, "", "no CUDA device to look up: state the peak with peak_tflops=")
     if key is None:
-        held = ", ".join(DTYPES)
-        return Peak(
-            None,
-            label,
-            device_name,
-            "",
-            f"no dense {label} peak in perfkit's table (it holds {held}): pass peak_tflops=",
-        )
+        why = f"no dense {label} peak in perfkit's table (it holds {', '.join(DTYPES)}): pass peak_tflops="
+        return Peak(None, label, device_name, "", why)
     entry = find_device(device_name, table)
     if entry is None:
-        return Peak(
-            None,
-            key,
-            device_name,
-            "",
-            f"{device_name!r} is not in perfkit's peak table: "
-            "pass peak_tflops= (its datasheet's dense figure)",
-        )
+        why = f"{device_name!r} is not in perfkit's peak table: "
+        why += "pass peak_tflops= (its datasheet's dense figure)"
+        return Peak(None, key, device_name, "", why)
     notes: tuple[str, ...] = ()
     if key == "tf32" and "tf32" not in entry.tflops and "fp32" in entry.tflops:
         key, notes = "fp32", (f"{entry.device} has no TF32: its float32 matmuls run at the fp32 peak",)
     if key not in entry.tflops:
-        return Peak(
-            None,
-            key,
-            entry.device,
-            entry.source,
-            f"{entry.device}'s datasheet gives no dense {key} figure: pass peak_tflops=",
-        )
+        why = f"{entry.device}'s datasheet gives no dense {key} figure: pass peak_tflops="
+        return Peak(None, key, entry.device, entry.source, why)
     return Peak(entry.tflops[key], key, entry.device, entry.source, notes=notes)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 _KIND = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
@@ -93,22 +93,14 @@ class Verdict:
         return (self.gain[0] * weight, self.gain[1] * weight)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field in order (mappings copied, pairs as lists), then ``run_gain``."""
+        gain, run_gain = self.gain, self.run_gain
         return {
-            "kind": self.kind,
-            "stage": self.stage,
-            "epoch": self.epoch,
-            "subject": self.subject,
-            "share": self.share,
-            "run_share": self.run_share,
-            "severity": self.severity,
-            "message": self.message,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
             "evidence": dict(self.evidence),
-            "action": self.action,
-            "part": self.part,
-            "context": self.context,
             "change": dict(self.change),
-            "gain": None if self.gain is None else list(self.gain),
-            "run_gain": None if self.run_gain is None else list(self.run_gain),
+            "gain": None if gain is None else list(gain),
+            "run_gain": None if run_gain is None else list(run_gain),
         }
 
     @classmethod

@@ -76,9 +76,6 @@ class Sketch:
         """The ``q`` quantile (0 to 1) within 1% of the exact lower quantile; NaN when empty."""
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"q must be within [0, 1], got {q!r}")
-        n = self.count
-        if not n:
-            return math.nan
         return float(self.quantiles(np.array([q]))[0])
 
     def values(self) -> npt.NDArray[np.float64]:

@@ -10,9 +10,10 @@ as a Chrome trace, and printed as a tree.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +39,7 @@ class NodeTotals:
 
 
 Path = tuple[str, ...]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -205,9 +207,7 @@ class Snapshot(Mapping[str, Stats]):
         out = {}
         for worker, parts in groups.items():
             mask = np.isin(data.threads, [ti for ti, _ in parts])
-            total = NodeTotals(0, 0, 0)
-            for _, t in parts:
-                total = total + t
+            total = sum((t for _, t in parts), NodeTotals(0, 0, 0))
             out[worker] = data.subset(mask, total.count, total.total_ns, total.errors)
         return {w: d.stats() for w, d in sorted(out.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0))}
 
@@ -222,17 +222,9 @@ class Snapshot(Mapping[str, Stats]):
         of the retained samples.
         """
         parts = (self, *others)
-        threads: list[ThreadInfo] = []
-        index: dict[ThreadInfo, int] = {}
-        maps = []
-        for snap in parts:
-            numbers = []
-            for t in snap.threads:
-                if t not in index:
-                    index[t] = len(threads)
-                    threads.append(t)
-                numbers.append(index[t])
-            maps.append(np.array(numbers, dtype=np.int64))
+        index: dict[ThreadInfo, int] = {}  # every thread once, in the order first met
+        maps = [np.array([index.setdefault(t, len(index)) for t in s.threads], dtype=np.int64) for s in parts]
+        threads = list(index)
         series: dict[str, SeriesData] = {}
         for name in {n for s in parts for n in s._series}:
             owners = [(s._series[name], m) for s, m in zip(parts, maps, strict=True) if name in s._series]
@@ -333,23 +325,16 @@ class Snapshot(Mapping[str, Stats]):
         f = Fields("snapshot")
         doc = f.mapping(data, "the document")
         check_format("the snapshot", doc, SNAPSHOT_FORMAT)
-        threads = [
-            _thread(f, t, f"threads[{i}]")
-            for i, t in enumerate(f.items(f.get(doc, "threads", "", []), "threads"))
-        ]
+        threads = _rows(f, doc, "threads", _thread)
         return cls(
             {
                 name: series_from_dict(f, s, f"series[{name!r}]", len(threads))
                 for name, s in _named(f, doc, "series")
             },
-            tree=dict(
-                _tree_row(f, t, f"tree[{i}]")
-                for i, t in enumerate(f.items(f.get(doc, "tree", "", []), "tree"))
-            ),
+            tree=dict(_rows(f, doc, "tree", _tree_row)),
             threads=threads,
             thread_totals=dict(
-                _thread_total(f, t, f"thread_totals[{i}]", len(threads))
-                for i, t in enumerate(f.items(f.get(doc, "thread_totals", "", []), "thread_totals"))
+                _rows(f, doc, "thread_totals", partial(_thread_total, n_threads=len(threads)))
             ),
             dropped_in_transfer=f.integer(doc, "dropped_in_transfer", "")
             if "dropped_in_transfer" in doc
@@ -361,10 +346,7 @@ class Snapshot(Mapping[str, Stats]):
             start_ns=f.integer(doc, "start_ns", "", low=None),
             end_ns=f.integer(doc, "end_ns", "", low=None),
             sketched=f.integer(doc, "sketched", "") if "sketched" in doc else 0,
-            recursion=dict(
-                _recursion_row(f, t, f"recursion[{i}]")
-                for i, t in enumerate(f.items(f.get(doc, "recursion", "", []), "recursion"))
-            ),
+            recursion=dict(_rows(f, doc, "recursion", _recursion_row)),
         )
 
     def to_json(self) -> str:
@@ -380,6 +362,11 @@ class Snapshot(Mapping[str, Stats]):
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, nesting too deep
             raise ValueError(f"snapshot: not JSON ({str(exc)[:200] or type(exc).__name__})") from None
         return cls.from_dict(data)
+
+
+def _rows(f: Fields, doc: dict[str, Any], key: str, read: Callable[[Fields, object, str], T]) -> list[T]:
+    """Each item of the list ``doc[key]`` (absent: none), read by ``read`` at its place."""
+    return [read(f, t, f"{key}[{i}]") for i, t in enumerate(f.items(f.get(doc, key, "", []), key))]
 
 
 def _named(f: Fields, doc: dict[str, Any], key: str, *, wrap: bool = False) -> list[tuple[str, Any]]:

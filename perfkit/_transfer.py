@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._context import NODES, ThreadInfo
+from ._cursor import ThreadTable
 from ._ring import I64, Bools
 
 
@@ -41,19 +42,11 @@ class RecordBatch:
 def pack(nodes: I64, starts: I64, durations: I64, errors: Bools, *, dropped: int) -> RecordBatch:
     """Describe this process's ``nodes`` by thread and path, for another process."""
     uniq, local = np.unique(nodes, return_inverse=True)
-    threads: list[ThreadInfo] = []
-    thread_index: dict[int, int] = {}
-    paths = []
-    for node in uniq.tolist():
-        root = NODES.roots[node]
-        ti = thread_index.get(root)
-        if ti is None:
-            ti = thread_index[root] = len(threads)
-            threads.append(NODES.threads[root])
-        paths.append((ti, NODES.path(node)))
+    threads = ThreadTable()
+    paths = [(threads.index_of_root(NODES.roots[node]), NODES.path(node)) for node in uniq.tolist()]
     flags = NODES.overlay
     return RecordBatch(
-        threads=tuple(threads),
+        threads=tuple(threads.infos),
         paths=tuple(paths),
         overlay=tuple(j for j, node in enumerate(uniq.tolist()) if flags[node]),
         nodes=local.reshape(-1).astype(np.int64),

@@ -54,13 +54,10 @@ class DeviceAccount:
         self._counted = False
         self._warn = WarnOnce()
         if flops_per_step is None and (peak_tflops is not None or self._cuda() is not None):
-            self._prepare_count()
-
-    def _prepare_count(self) -> None:
-        try:
-            import torch._dynamo  # noqa: F401  # what FlopCounterMode imports on its first use
-        except Exception as exc:  # the count then fails on the first step, warned once
-            self._warn("flops", f"perfkit: torch._dynamo cannot be imported ({exc!r})")
+            try:
+                import torch._dynamo  # noqa: F401  # what FlopCounterMode imports on its first use
+            except Exception as exc:  # the count then fails on the first step, warned once
+                self._warn("flops", f"perfkit: torch._dynamo cannot be imported ({exc!r})")
 
     @staticmethod
     def _cuda() -> Any:
@@ -82,20 +79,17 @@ class DeviceAccount:
         step, and the epoch's window gets the FLOPs and the peak, where known. A fault here is warned
         about once and costs the run its GPU account, never its training."""
         try:
-            self._begins(stage)
+            torch = self._cuda()
+            if torch is not None and self._watch_wanted and self._watch is None:
+                from ..torch import watch_syncs
+
+                self._watch = watch_syncs(self.registry)
+            uncounted = self.flops is None and not self._counted and self._counting is None
+            if stage == "train" and uncounted and (torch is not None or self.stated_peak is not None):
+                self._count()
+            self._record()
         except Exception as exc:
             self._warn("device", f"perfkit: the GPU account stopped ({exc!r}); training goes on")
-
-    def _begins(self, stage: str) -> None:
-        torch = self._cuda()
-        if torch is not None and self._watch_wanted and self._watch is None:
-            from ..torch import watch_syncs
-
-            self._watch = watch_syncs(self.registry)
-        uncounted = self.flops is None and not self._counted and self._counting is None
-        if stage == "train" and uncounted and (torch is not None or self.stated_peak is not None):
-            self._count()
-        self._record()
 
     def stage_ends(self, still_open: bool) -> None:
         """A stage epoch ended: the watch stops with the last open one (``still_open`` False)."""
@@ -114,13 +108,6 @@ class DeviceAccount:
         """A step ended: the first training step's FLOPs are counted now."""
         if self._counting is None or stage != "train":
             return
-        try:
-            self._counted_now()
-        except Exception as exc:
-            self._warn("device", f"perfkit: the GPU account stopped ({exc!r}); training goes on")
-
-    def _counted_now(self) -> None:
-        assert self._counting is not None
         context, counted = self._counting
         self._counting, self._counted = None, True
         try:
@@ -128,10 +115,13 @@ class DeviceAccount:
         except Exception as exc:  # a model the counter cannot follow: no MFU, training goes on
             self._warn("flops", f"perfkit: counting a step's FLOPs failed ({exc!r}): no MFU")
             return
-        if counted.total > 0:
-            self.flops = float(counted.total)
-            self.by_dtype = {k: float(v) for k, v in counted.by_dtype.items()}
-            self._record()
+        try:
+            if counted.total > 0:
+                self.flops = float(counted.total)
+                self.by_dtype = {k: float(v) for k, v in counted.by_dtype.items()}
+                self._record()
+        except Exception as exc:
+            self._warn("device", f"perfkit: the GPU account stopped ({exc!r}); training goes on")
 
     def _count(self) -> None:
         from ..torch import count_flops

@@ -31,6 +31,7 @@ from ..stages import Intervals, check_stages, intervals_from
 
 BatchSizeFn = Callable[[Any], int | None]
 """Counts the samples of a batch (None: not countable)."""
+_SWITCHES = ("console", "save_run", "sample_resources", "user_series", "time_gradient_sync", "watch_syncs")
 
 
 @dataclass(frozen=True)
@@ -104,14 +105,7 @@ class Options:
         if self.flops_per_step is not None:
             check_number(self.flops_per_step, "flops_per_step")
         check_peak_tflops(self.peak_tflops)
-        for name in (
-            "console",
-            "save_run",
-            "sample_resources",
-            "user_series",
-            "time_gradient_sync",
-            "watch_syncs",
-        ):
+        for name in _SWITCHES:
             fix(self, name, bool(getattr(self, name)))
 
     def intervals_plan(self) -> Intervals | None:

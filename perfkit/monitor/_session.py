@@ -1,17 +1,9 @@
-"""``Session``: one monitored run, assembled once, whatever drives it.
+"""``Session``: one monitored run, assembled once, whatever drives it (see ``perfkit.monitor``).
 
-A monitored run is a ``StageRecorder`` (the stage timeline), the registry's resource sampler
-(leased at the first stage epoch, given back at the end), the ranks' transport, the run
-directory's writer (on the publishing rank, made when the first window needs it) and a
-``StageMonitor`` (metrics to every sink, the console block, the ranked verdicts at the end). A
-session puts them together from one ``Options`` and a ``Host`` (what the framework gives: how to
-log a line, the ranks, the step to log at, its own sinks). Every way perfkit is driven -- a
-script's ``perfkit.window``, the Lightning callbacks, the Hugging Face callback, ``perfkit run``
--- builds one session and translates its framework's events into the session's calls:
-``begin`` and ``end`` a stage epoch, the recorder's ``step_begin`` / ``step_end`` / ``hook``,
-``finish`` the run. Listeners (a Lightning preset, a profiler following the stages) are the
-session's: each gets every event, and a fault in one is warned about once and keeps no other
-from its event.
+The resource sampler is leased at the first stage epoch and given back at the end; the run
+directory's writer is made on the publishing rank when the first window needs it. Listeners (a
+Lightning preset, a profiler following the stages) are the session's: each gets every event,
+and a fault in one is warned about once and keeps no other from its event.
 
 >>> import perfkit, numpy as np
 >>> session = Session(Options(registry=perfkit.Registry(), console=False, sample_resources=False))
@@ -140,7 +132,7 @@ class Session(StageListener):
                 console=options.console,
                 publish=self.publish,
                 step_of=host.step_of,
-                is_open=self._is_open,
+                is_open=lambda stage: self.recorder.is_open(stage),
                 interval_step_of=host.interval_step_of,
             )
         self.recorder = StageRecorder(
@@ -218,7 +210,8 @@ class Session(StageListener):
         its ``verdicts.json`` and ranked verdicts said (``perfkit run`` diagnoses in its own
         process). A run that published no window writes no run directory."""
         try:
-            writer = self.run_writer() if self._writers or self._published() else None
+            published = self.monitor is not None and bool(self.monitor.last_metrics)
+            writer = self.run_writer() if self._writers or published else None
             snapshot = self.registry.snapshot()
             if self.monitor is not None and diagnose:
                 return self.monitor.finish(writer, snapshot)
@@ -243,9 +236,6 @@ class Session(StageListener):
         if self._stop_parts is not None:
             stop, self._stop_parts = self._stop_parts, None
             stop()
-
-    def _published(self) -> bool:
-        return self.monitor is not None and bool(self.monitor.last_metrics)
 
     # ---- listeners ----------------------------------------------------------------------------
 
@@ -298,9 +288,6 @@ class Session(StageListener):
             except Exception as exc:  # a listener's fault must not stop training, nor the others
                 name = type(listener).__name__
                 self._warn(f"listener:{name}:{event}", f"perfkit: {name}.{event} failed: {exc!r}")
-
-    def _is_open(self, stage: str) -> bool:
-        return self.recorder.is_open(stage)
 
     # ---- ranks --------------------------------------------------------------------------------
 

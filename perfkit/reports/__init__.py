@@ -13,47 +13,18 @@ objects, and every number is written by the same formatter. (``perfkit.report(sn
 """
 
 from .._units import format_seconds
+from . import text
 from ._chrome import write_chrome_trace
 from ._upload import attach_report_to_wandb, log_report_to_mlflow
 from .html import render_html, write_html_report
-from .text import (
-    analysis_text,
-    comparison_text,
-    diagnosis_text,
-    diff_text,
-    interval_line,
-    performance_line,
-    provisional_text,
-    ranked_verdicts_text,
-    ranks_text,
-    series_line,
-    snapshot_text,
-    summary_text,
-    throughput_line,
-    trial_text,
-    warmup_text,
-)
+from .text import *  # noqa: F403 (every text renderer: text's own __all__, below)
 
 __all__ = [
-    "analysis_text",
     "attach_report_to_wandb",
-    "comparison_text",
-    "diagnosis_text",
-    "diff_text",
     "format_seconds",
-    "interval_line",
     "log_report_to_mlflow",
-    "performance_line",
-    "provisional_text",
-    "ranked_verdicts_text",
-    "ranks_text",
     "render_html",
-    "series_line",
-    "snapshot_text",
-    "summary_text",
-    "throughput_line",
-    "trial_text",
-    "warmup_text",
     "write_chrome_trace",
     "write_html_report",
 ]
+__all__ += text.__all__

@@ -60,6 +60,15 @@ def write_atomically(path: Path, text: str, *, new: bool = False) -> None:
         raise
 
 
+def read_object(file: Path) -> dict[str, Any] | None:
+    """The JSON object in ``file``; None where it is missing, unreadable or not an object."""
+    try:
+        info = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
 @contextlib.contextmanager
 def locked(file: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``file`` (created if missing) for the block; where the file

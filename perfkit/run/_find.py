@@ -11,12 +11,12 @@ at a home directory costs a bounded moment instead of a walk of the disk.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from ..names import RUN_DIR_NAME
 from ._data import RunData
+from ._files import read_object
 from ._layout import RUN_FILE, WINDOWS_FILE
 from ._reader import read_run
 
@@ -94,18 +94,15 @@ def _subfolders(folder: Path) -> list[Path]:
 def started_unix(run_dir: Path) -> float:
     """When the run at ``run_dir`` last started: the latest start in ``run.json`` (its first job's, or
     a later job's that wrote beside it), else the time ``windows.jsonl`` was last written."""
-    try:
-        info = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-        jobs = info.get("jobs") if isinstance(info.get("jobs"), dict) else {}
-        starts = [
-            info.get("started_unix"),
-            *(j.get("started_unix") for j in jobs.values() if isinstance(j, dict)),
-        ]
-        numbers = [float(s) for s in starts if isinstance(s, (int, float))]
-        if numbers:
-            return max(numbers)
-    except (OSError, ValueError, AttributeError):
-        pass
+    info = read_object(run_dir / RUN_FILE) or {}
+    jobs = found if isinstance(found := info.get("jobs"), dict) else {}
+    starts = [
+        info.get("started_unix"),
+        *(j.get("started_unix") for j in jobs.values() if isinstance(j, dict)),
+    ]
+    numbers = [float(s) for s in starts if isinstance(s, (int, float))]
+    if numbers:
+        return max(numbers)
     try:
         return (run_dir / WINDOWS_FILE).stat().st_mtime
     except OSError:

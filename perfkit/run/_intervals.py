@@ -104,11 +104,7 @@ def compact(lines: list[dict[str, Any]], limit: int = MAX_INTERVALS) -> list[dic
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return (a.get("stage"), a.get("epoch"), a.get("scope")) == (
-        b.get("stage"),
-        b.get("epoch"),
-        b.get("scope"),
-    )
+    return all(a.get(k) == b.get(k) for k in ("stage", "epoch", "scope"))
 
 
 def dumps(lines: list[dict[str, Any]]) -> str:

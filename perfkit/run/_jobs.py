@@ -15,7 +15,7 @@ import os
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._display import display_name
@@ -50,13 +50,8 @@ class RunJob:
     suffix: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "pid": self.pid,
-            "host": self.host,
-            "started_unix": self.started_unix,
-            "windows": self.windows,
-        }
+        """Every field but ``suffix`` (where its files are is the reader's business)."""
+        return {k: v for k, v in asdict(self).items() if k != "suffix"}
 
     def describe(self) -> str:
         """The job in one line of words: ``job 4121-9f2c (pid 4121 on node3, started ..., 3 windows)``."""

@@ -69,9 +69,8 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
             f"{windows_file} is missing: no window of this run finished, or it is not a perfkit run directory"
         )
     meta = _meta(root / RUN_FILE, problems)
-    lines = _lines(windows_file, problems) if windows_file.is_file() else []
-    traces_file = root / TRACES_FILE
-    trace_lines = _lines(traces_file, problems) if traces_file.is_file() else []
+    lines = _lines(windows_file, problems)
+    trace_lines = _lines(root / TRACES_FILE, problems)
     jobs = list_jobs(meta, [line for _, line in lines])
     chosen = pick(jobs, job)
     mine = chosen.id if chosen is not None else ""
@@ -95,10 +94,9 @@ def read_run(path: str | os.PathLike[str], *, job: str | None = None) -> RunData
         if job_of(line) == mine and (x := _or_problem(problems, n, _interval, n, line))
     ]
     intervals.sort(key=lambda x: x.start_ns)
-    trials_file = root / TRIALS_FILE
     trials = [
         r
-        for n, x in (_lines(trials_file, problems) if trials_file.is_file() else [])
+        for n, x in _lines(root / TRIALS_FILE, problems)
         if job_of(x) == mine and (r := _or_problem(problems, n, TrialResult.from_dict, x))
     ]
     return RunData(
@@ -208,11 +206,14 @@ def _meta(file: Path, problems: list[str]) -> dict[str, Any]:
 
 
 def _lines(file: Path, problems: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """The JSON objects of ``file`` with their ``"FILE line N"`` labels; the others are listed.
+    """The JSON objects of ``file`` with their ``"FILE line N"`` labels; the others are listed
+    (none for a file that is not there).
 
     A line cut short (a killed run, a full disk) is skipped wherever it is: a writer that
     could write again started a fresh line after it.
     """
+    if not file.is_file():
+        return []
     try:
         text = file.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:

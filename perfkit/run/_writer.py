@@ -12,14 +12,10 @@ A ``RunWriter`` is a sink: give it to ``perfkit.window(sinks=...)`` or a monitor
 ``sinks=`` like any other.
 
 Several jobs may write one directory at once (two array jobs or a re-launched job given the
-same ``run_dir``): each process is a *job* (``this_job()``: its pid and a random part), and a
-second job writes beside the first under its own id rather than moving elsewhere, so the run
-is where its config says. Every line carries its ``job``; ``run.json`` lists the jobs
-(``jobs``: pid, host, start, their meta and the suffix of their own files, ``final_JOB.json``
-for any job but the directory's first); a snapshot's file name is claimed with ``O_EXCL``,
-temporary files are named per process, and lines are appended whole under an ``flock``. The
-reader keeps the jobs apart (``read_run(path, job=...)``). Writers of one process (a trainer's
-test after its fit) are one job.
+same ``run_dir``: ``_jobs``, ``_layout``): a second job writes beside the first under its own id
+rather than moving elsewhere, so the run is where its config says. A snapshot's file name is
+claimed with ``O_EXCL``, temporary files are named per process, and lines are appended whole
+under an ``flock``. Writers of one process (a trainer's test after its fit) are one job.
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ from .._version import __version__
 from .._warn import WarnOnce, log
 from ..loaders import TrialResult
 from ..stages import StageWindow
-from ._files import append_line, describe_os_error, locked, write_atomically
+from ._files import append_line, describe_os_error, locked, read_object, write_atomically
 from ._intervals import MAX_INTERVALS, compact, dumps
 from ._jobs import this_job
 from ._layout import (
@@ -102,7 +98,7 @@ class RunWriter:
         (self.path / SNAPSHOTS_DIR).mkdir(parents=True, exist_ok=True)
         run_json = self.path / RUN_FILE
         with locked(self.path / LOCK_FILE):
-            info = _read_object(run_json) or {**self._info, "jobs": {}}
+            info = read_object(run_json) or {**self._info, "jobs": {}}
             jobs = info.get("jobs")
             jobs = info["jobs"] = jobs if isinstance(jobs, dict) else {}
             first = not jobs
@@ -132,16 +128,7 @@ class RunWriter:
     ) -> None:
         """Record one interval of a stage epoch still running: a line of ``intervals.jsonl``, merged
         with its neighbours once the file holds ``MAX_INTERVALS`` (see ``perfkit.run._intervals``)."""
-        line = {
-            **window.to_dict(),
-            "step": step,
-            "prefix": self.prefix,
-            "start_ns": window.snapshot.start_ns,
-            "end_ns": window.snapshot.end_ns,
-            "metrics": dict(metrics),
-            "merged": 1,
-            "job": self.job,
-        }
+        line = {**self._line(window, metrics, step), "merged": 1, "job": self.job}
         self._intervals.append(line)
         file = self.path / own(INTERVALS_FILE, self._suffix)
         if len(self._intervals) > MAX_INTERVALS:  # a quarter of the limit is freed each time
@@ -152,6 +139,18 @@ class RunWriter:
 
     def close(self) -> None:
         """As a sink: nothing to release (every line is written when its window ends)."""
+
+    def _line(self, window: StageWindow, metrics: Mapping[str, float], step: int | None) -> dict[str, Any]:
+        """What a line of ``windows.jsonl`` and of ``intervals.jsonl`` both hold."""
+        snapshot = window.snapshot
+        return {
+            **window.to_dict(),
+            "step": step,
+            "prefix": self.prefix,
+            "start_ns": snapshot.start_ns,
+            "end_ns": snapshot.end_ns,
+            "metrics": dict(metrics),
+        }
 
     def add_window(
         self, window: StageWindow, metrics: Mapping[str, float], *, step: int | None = None
@@ -180,12 +179,7 @@ class RunWriter:
                     write_atomically(self.path / snapshot_file(name), text, new=True)
                     break
             line = {
-                **window.to_dict(),
-                "step": step,
-                "prefix": self.prefix,
-                "start_ns": window.snapshot.start_ns,
-                "end_ns": window.snapshot.end_ns,
-                "metrics": dict(metrics),
+                **self._line(window, metrics, step),
                 "snapshot": snapshot_file(name),
                 "seq": seq,
                 "writer": self._id,
@@ -257,7 +251,7 @@ class RunWriter:
 
     def _record_lost(self, run_json: Path) -> None:
         with locked(self.path / LOCK_FILE):  # another job may be recording its own
-            info = _read_object(run_json) or dict(self._info)
+            info = read_object(run_json) or dict(self._info)
             recorded = info.get("lost")
             known: list[Any] = recorded if isinstance(recorded, list) else []
             seen = {(x.get("writer"), x.get("seq")) for x in known if isinstance(x, dict)}
@@ -279,11 +273,3 @@ class RunWriter:
 
 
 _WRITERS = itertools.count(1)
-
-
-def _read_object(file: Path) -> dict[str, Any] | None:
-    try:
-        info = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None

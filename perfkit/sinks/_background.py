@@ -91,7 +91,10 @@ class Background:
             self._queue.put_nowait(call)
         except queue.Full:
             return self._drop(f"queue full ({self._queue.maxsize} windows)")
-        self._ensure_thread()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=f"perfkit-{self.name}", daemon=True)
+                self._thread.start()
         return True
 
     def flush(self, timeout_s: float | None = None) -> bool:
@@ -132,7 +135,8 @@ class Background:
             self._count(f"not sent within flush_s={self.flush_s:g} s at the end", left)
         if in_flight:
             self._count("in flight at the end", 1)
-        self._queue_stop()
+        with contextlib.suppress(queue.Full):  # the thread is stuck: a daemon, left behind
+            self._queue.put_nowait(_STOP)
         if self.lost:
             text = ", ".join(f"{n} {why}" for why, n in self.reasons.items())
             message = f"perfkit: {self.name}: {self.lost} window(s) were not delivered ({text})"
@@ -141,16 +145,6 @@ class Background:
         _OPEN.discard(self)
 
     # ---- the thread ---------------------------------------------------------------------------
-
-    def _ensure_thread(self) -> None:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name=f"perfkit-{self.name}", daemon=True)
-                self._thread.start()
-
-    def _queue_stop(self) -> None:
-        with contextlib.suppress(queue.Full):  # the thread is stuck: a daemon, left behind
-            self._queue.put_nowait(_STOP)
 
     def _run(self) -> None:
         while True:

@@ -2,10 +2,8 @@
 
 W&B and MLflow are imported when their sink is made, with an error naming the extra to
 install; they log to the active run unless given one, and raise when there is none (the
-fan-out in front of them warns once and goes on). Their network calls run on a thread of
-their own behind a bounded queue (``Background``): a server that does not answer costs the
-training thread a queue put per window; ``close()`` (or interpreter exit) gives what is
-queued ``flush_s`` to go out, then counts and says what was lost.
+fan-out in front of them warns once and goes on). Their network calls run on a ``Background``
+thread, off the training thread.
 """
 
 from __future__ import annotations
@@ -67,7 +65,21 @@ class JsonlSink:
                 self._file = None
 
 
-class WandbSink:
+class _Queued:
+    """A sink whose calls run on its ``Background`` thread."""
+
+    background: Background
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
+        return self.background.flush(timeout_s)
+
+    def close(self) -> None:
+        """Flush, within ``flush_s``; the run belongs to the caller (W&B's ends with ``wandb.finish()``)."""
+        self.background.close()
+
+
+class WandbSink(_Queued):
     """Log each window's metrics to the W&B run ``run`` (default: the active ``wandb.run``).
 
     W&B drops a ``log(..., step=s)`` whose ``s`` is below its current step, and a script that
@@ -94,16 +106,8 @@ class WandbSink:
             self._defined_on = run
         run.log(row)
 
-    def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
-        return self.background.flush(timeout_s)
 
-    def close(self) -> None:
-        """Flush, within ``flush_s``; the run belongs to the caller, who ends it with ``wandb.finish()``."""
-        self.background.close()
-
-
-class MlflowSink:
+class MlflowSink(_Queued):
     """Log each window's metrics to MLflow, at ``step``: to run ``run_id`` or the active run.
 
     ``tracking_uri`` picks the tracking server (default: MLflow's current one).
@@ -142,14 +146,6 @@ class MlflowSink:
         if client is None:
             client = self._clients[uri] = self._mlflow.MlflowClient(uri)
         return client
-
-    def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait (at most ``timeout_s``, default ``flush_s``) until every window is logged."""
-        return self.background.flush(timeout_s)
-
-    def close(self) -> None:
-        """Flush, within ``flush_s``; the run belongs to the caller."""
-        self.background.close()
 
 
 def wandb_run(wandb: ModuleType, run: Any, who: str) -> Any:

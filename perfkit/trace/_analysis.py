@@ -56,7 +56,7 @@ def analyze_trace(path: str | os.PathLike[str], *, top_k: int = 10) -> TraceAnal
     >>> [(o.name, o.self_us) for o in analyze_trace(p).top_cpu_ops]
     [('aten::linear', 20.0), ('aten::mm', 10.0)]
     """
-    check_top_k(top_k)
+    check_int(top_k, "top_k", low=1)
     tables = read_tables(path)
     main, windows, labels = step_windows(tables)
     span_us = sum(end - start for start, end in windows)
@@ -90,10 +90,6 @@ def analyze_trace(path: str | os.PathLike[str], *, top_k: int = 10) -> TraceAnal
         findings=(),
     )
     return replace(analysis, findings=find_bottlenecks(analysis))
-
-
-def check_top_k(top_k: object) -> None:
-    check_int(top_k, "top_k", low=1)
 
 
 def _section_names(metadata: dict[str, object]) -> list[str]:

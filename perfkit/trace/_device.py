@@ -36,7 +36,9 @@ class DeviceColumns:
         self.comm = (code // 4) % 2 == 1
         self.stream = code // 8
         self.launch = _launch_times(tables)
-        self.stream_names = [_stream_label(pid, tid) for pid, tid in tables.streams]
+        self.stream_names = [
+            f"device {p} stream {t.removeprefix('stream ').strip()}" for p, t in tables.streams
+        ]
 
     def busy(self, windows: Sequence[Window], mask: np.ndarray | None = None) -> float:
         """µs of the windows during which some activity (of ``mask``) runs."""
@@ -56,10 +58,6 @@ def _launch_times(tables: TraceTables) -> np.ndarray:
     found = (keys[at] == corr) & (corr >= 0)
     out[found] = times[at[found]]
     return out
-
-
-def _stream_label(pid: str, tid: str) -> str:
-    return f"device {pid} stream {tid.removeprefix('stream ').strip()}"
 
 
 def idle_breakdown(dev: DeviceColumns, windows: Sequence[Window]) -> tuple[StreamIdle, ...]:

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._analysis import analyze_trace, check_top_k
+from .._validate import check_int
+from ._analysis import analyze_trace
 from ._parts import ALL_PARTS
 from ._results import TraceAnalysis
 
@@ -108,7 +109,7 @@ def diff_traces(
     >>> diff_traces(write("a.json", 10), write("b.json", 30)).ops.grown
     (TimeChange(name='aten::mm', before_us=10.0, after_us=30.0, change_us=20.0),)
     """
-    check_top_k(top_k)
+    check_int(top_k, "top_k", low=1)
     a, b = analyze_trace(path_a, top_k=sys.maxsize), analyze_trace(path_b, top_k=sys.maxsize)
     steps_a, steps_b = max(a.step_count, 1), max(b.step_count, 1)
     floor = max(NOISE_FLOOR_MIN_US, NOISE_FLOOR_SHARE * max(a.span_us / steps_a, b.span_us / steps_b))

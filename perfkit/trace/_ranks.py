@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ._analysis import analyze_trace, check_top_k
+from .._validate import check_int
+from ._analysis import analyze_trace
 from ._parts import ALL_PARTS
 from ._results import TraceAnalysis
 
@@ -90,7 +91,7 @@ def analyze_ranks(directory: str | os.PathLike[str], *, top_k: int = 10) -> Rank
     >>> r.straggler.rank, r.straggler.work_us, r.straggler.causes[0]
     (1, 80.0, Cause(kind='kernel', name='gemm', rank_us=80.0, others_us=50.0))
     """
-    check_top_k(top_k)
+    check_int(top_k, "top_k", low=1)
     folder = Path(directory)
     if not folder.is_dir():
         raise FileNotFoundError(f"not a directory: {str(folder)!r}")
@@ -100,15 +101,12 @@ def analyze_ranks(directory: str | os.PathLike[str], *, top_k: int = 10) -> Rank
     analyses = []
     for i, path in enumerate(files):
         a = analyze_trace(path, top_k=max(top_k, _CAUSE_POOL))
-        analyses.append(replace(a, rank=a.rank if a.rank is not None else _rank_from_name(path, i)))
+        found = _RANK_IN_NAME.search(path.name)
+        named = int(found.group(1)) if found and len(found.group(1)) < 10 else i
+        analyses.append(replace(a, rank=a.rank if a.rank is not None else named))
     analyses.sort(key=lambda a: (a.rank, a.path))
     straggler = find_straggler(analyses)
     return RanksAnalysis(str(folder), tuple(_trim(a, top_k) for a in analyses), straggler)
-
-
-def _rank_from_name(path: Path, position: int) -> int:
-    found = _RANK_IN_NAME.search(path.name)
-    return int(found.group(1)) if found and len(found.group(1)) < 10 else position
 
 
 def _trim(a: TraceAnalysis, top_k: int) -> TraceAnalysis:
@@ -144,7 +142,7 @@ def find_straggler(ranks: Sequence[TraceAnalysis]) -> Straggler | None:
 
 def _causes(slow: TraceAnalysis, others: Sequence[TraceAnalysis]) -> tuple[Cause, ...]:
     """The part, then the kernels, whose time per step exceeds the others' median most."""
-    parts = [_cause("part", p, slow, others, _part_us) for p in ALL_PARTS]
+    parts = [_cause("part", p, slow, others, lambda a, p: a.parts.us(p)) for p in ALL_PARTS]
     kernels = [_cause("kernel", n, slow, others, _kernel_us) for n in {k.name for k in slow.top_cuda_kernels}]
     top_part = sorted((c for c in parts if c.rank_us > c.others_us), key=_excess, reverse=True)[:1]
     top_kernels = sorted((c for c in kernels if c.rank_us > c.others_us), key=_excess, reverse=True)
@@ -160,10 +158,6 @@ def _cause(
 ) -> Cause:
     per_step = [us(a, name) / max(a.step_count, 1) for a in others]
     return Cause(kind, name, us(slow, name) / max(slow.step_count, 1), statistics.median(per_step))
-
-
-def _part_us(a: TraceAnalysis, part: str) -> float:
-    return a.parts.us(part)
 
 
 def _kernel_us(a: TraceAnalysis, name: str) -> float:

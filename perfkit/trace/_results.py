@@ -7,7 +7,7 @@ Times are µs, shares are fractions of the profiled step time unless a docstring
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from .._formats import ANALYSIS_FORMAT, FormatError, check_format
@@ -277,8 +277,3 @@ def _fields(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _rows(kind: Callable[..., T], rows: Any) -> tuple[T, ...]:
     return tuple(kind(**row) for row in rows)
-
-
-def field_names(cls: type) -> list[str]:
-    """The fields of a result dataclass, in order (for tests that pin the JSON keys)."""
-    return [f.name for f in fields(cls)]

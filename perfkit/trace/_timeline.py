@@ -69,13 +69,10 @@ def autograd_threads(tables: TraceTables, main: Thread | None) -> list[Thread]:
         if thread == main:
             continue
         ids = np.unique(ranges.columns()[2]).tolist()
-        if any(_is_backward(tables.names[i]) for i in ids):
+        # autograd::engine::... or a ...Backward0 node
+        if any(classify(tables.names[i]) == (BACKWARD, TORCH) for i in ids):
             found.append(thread)
     return found
-
-
-def _is_backward(name: str) -> bool:
-    return classify(name) == (BACKWARD, TORCH)  # autograd::engine::... or a ...Backward0 node
 
 
 def part_split(tables: TraceTables, main: Thread | None, windows: Sequence[Window]) -> Split:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -44,22 +42,20 @@ def test_a_rank_with_slow_compute_is_named_and_the_ranks_waiting_for_it_say_how_
 def test_a_ddp_model_with_its_own_comm_hook_keeps_it_and_perfkit_says_so(tmp_path: Path) -> None:
     import torch
     import torch.distributed as dist
-    from perfkit_lightning._lightning import time_gradient_sync
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import perfkit
+    from perfkit.monitor import Options, Session
 
+    # what PerfMonitor does as the fit starts: its session times the strategy's DDP model
+    session = Session(Options(registry=perfkit.Registry(), console=False, sample_resources=False))
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         model = DDP(torch.nn.Linear(4, 2))
         model.register_comm_hook(None, allreduce_hook)
-        trainer: Any = SimpleNamespace(strategy=SimpleNamespace(model=model), is_global_zero=True)
         with pytest.warns(perfkit.PerfkitWarning, match="already has a communication hook"):
-            assert time_gradient_sync(trainer, perfkit.Registry()) is False
-        plain: Any = SimpleNamespace(
-            strategy=SimpleNamespace(model=torch.nn.Linear(4, 2)), is_global_zero=True
-        )
-        assert time_gradient_sync(plain, perfkit.Registry()) is False  # not DDP: nothing to time
+            session.time_gradient_sync(model)
+        session.time_gradient_sync(torch.nn.Linear(4, 2))  # not DDP: nothing to time, nothing said
     finally:
         dist.destroy_process_group()

@@ -84,9 +84,9 @@ def render_html(run: RunData, *, link_base: Path) -> str:
     bodies = {
         "findings": _findings(diagnosis, problems),
         "steps": plot_or(plots.steps_svg(windows), "no step times recorded")
-        + _step_parts(plots.step_parts_svg(windows)),
+        + _titled("The step's parts: forward, backward, optimizer", plots.step_parts_svg(windows)),
         "time": _time(windows, plots.time_split_svg(windows), plots.workers_svg(windows))
-        + _timeline(plots.timeline_svg(run.intervals)),
+        + _titled("Where the time went, interval by interval", plots.timeline_svg(run.intervals)),
         "memory": plot_or(memory, "no memory samples: a perfkit.ResourceSampler records them"),
         "slowest": _slowest(windows),
         "profiler": profiler_section(
@@ -199,14 +199,10 @@ def _time(windows: Sequence[RunWindow], split: str | None, workers: str | None) 
     return out + plot_or(workers, "no DataLoader worker records (no workers, or the loader not instrumented)")
 
 
-def _step_parts(svg: str | None) -> str:
-    """The step's parts per stage epoch, where they were timed (a training loop over torch)."""
-    return "" if svg is None else "<h3>The step's parts: forward, backward, optimizer</h3>" + svg
-
-
-def _timeline(svg: str | None) -> str:
-    """The run over time, where it was cut into interval windows (a long or step-based epoch)."""
-    return "" if svg is None else "<h3>Where the time went, interval by interval</h3>" + svg
+def _titled(title: str, svg: str | None) -> str:
+    """A plot drawn only where the run has it (the step's parts of a training loop over torch; the
+    interval windows of a long or step-based epoch), under its title; nothing where it has none."""
+    return "" if svg is None else f"<h3>{title}</h3>" + svg
 
 
 def _per_stage(windows: Sequence[RunWindow]) -> dict[str, Snapshot]:

@@ -102,10 +102,7 @@ def steps_svg(windows: Sequence[RunWindow]) -> str | None:
         fig = _figure(max(6.0, 4.2 * len(stages)), 5.6)
         axes = fig.subplots(2, len(stages), squeeze=False)
         for col, (stage, ws) in enumerate(stages.items()):
-            x, epochs = (
-                np.arange(1, len(ws) + 1),
-                [str(w.epoch) for w in ws],
-            )  # validation may run twice an epoch
+            x, epochs = np.arange(1, len(ws) + 1), [str(w.epoch) for w in ws]  # val may run twice an epoch
             box, trend = axes[0][col], axes[1][col]
             data = [w.snapshot.data(step_series(stage)).durations_ns / 1e6 for w in ws]
             box.boxplot(data, positions=x, patch_artist=True, boxprops={"facecolor": _color(stage)})

@@ -22,7 +22,7 @@ from ..._units import format_bytes, plural
 from ..._units import format_us as us
 from ...trace import ALL_PARTS, TraceAnalysis
 from ._lines import terminal_width
-from ._table import table
+from ._table import block
 from ._words import LABELS, ROOM, prefixed, steps_text
 
 
@@ -70,7 +70,7 @@ def _sources(a: TraceAnalysis, width: int) -> list[str]:
         return []
     rows = [[f"{s.share:.1%}", LABELS[s.part], s.source, s.name] for s in a.part_sources]
     head = "Parts from (share of step time; other: inside annotations that mark no part):"
-    return [head, *_indent(table(["share", "part", "source", "mark"], rows, width=width, align="rll"))]
+    return block(head, ["share", "part", "source", "mark"], rows, width=width, align="rll")
 
 
 def _device(a: TraceAnalysis, width: int) -> list[str]:
@@ -91,21 +91,17 @@ def _device(a: TraceAnalysis, width: int) -> list[str]:
             [us(s.busy_us), us(s.host_wait_us), us(s.kernel_wait_us), us(s.other_us), s.stream]
             for s in a.idle
         ]
-        lines.append(
-            "Idle gaps inside the steps (host wait: not launched yet; kernel wait: launch gap; other):"
-        )
-        lines += _indent(
-            table(["busy", "host wait", "kernel wait", "other", "stream"], rows, width=width, align="rrrr")
+        head = "Idle gaps inside the steps (host wait: not launched yet; kernel wait: launch gap; other):"
+        lines += block(
+            head, ["busy", "host wait", "kernel wait", "other", "stream"], rows, width=width, align="rrrr"
         )
     if a.transfers:
         rows = [
             [us(t.total_us), _rate(t.gb_per_s), format_bytes(t.total_bytes), f"{t.count:,}", t.name]
             for t in a.transfers
         ]
-        lines.append(f"Top {len(a.transfers)} copies and fills:")
-        lines += _indent(
-            table(["time", "bandwidth", "bytes", "calls", "name"], rows, width=width, align="rrrr")
-        )
+        head = f"Top {len(a.transfers)} copies and fills:"
+        lines += block(head, ["time", "bandwidth", "bytes", "calls", "name"], rows, width=width, align="rrrr")
     return lines
 
 
@@ -118,10 +114,7 @@ def _ops(a: TraceAnalysis, width: int) -> list[str]:
         return ["Top CPU ops: none"]
     rows = [[us(o.self_us), f"{o.share:.1%}", us(o.total_us), f"{o.count:,}", o.name] for o in a.top_cpu_ops]
     head = f"Top {len(rows)} CPU ops by self time (share of all op self time):"
-    return [
-        head,
-        *_indent(table(["self time", "share", "total", "calls", "op"], rows, width=width, align="rrrr")),
-    ]
+    return block(head, ["self time", "share", "total", "calls", "op"], rows, width=width, align="rrrr")
 
 
 def _kernels(a: TraceAnalysis, width: int) -> list[str]:
@@ -129,10 +122,7 @@ def _kernels(a: TraceAnalysis, width: int) -> list[str]:
         return []
     rows = [[us(k.total_us), f"{k.share:.1%}", f"{k.count:,}", k.kind, k.name] for k in a.top_cuda_kernels]
     head = f"Top {len(rows)} device activities by time (share of all device time):"
-    return [
-        head,
-        *_indent(table(["time", "share", "calls", "kind", "name"], rows, width=width, align="rrrl")),
-    ]
+    return block(head, ["time", "share", "calls", "kind", "name"], rows, width=width, align="rrrl")
 
 
 def _annotations(a: TraceAnalysis, width: int) -> list[str]:
@@ -140,11 +130,4 @@ def _annotations(a: TraceAnalysis, width: int) -> list[str]:
         return []
     rows = [[us(x.total_us), f"{x.share:.1%}", f"{x.count:,}", x.kind, x.name] for x in a.annotations]
     head = f"Top {len(rows)} annotations by time inside the steps:"
-    return [
-        head,
-        *_indent(table(["time", "share", "ranges", "kind", "annotation"], rows, width=width, align="rrrl")),
-    ]
-
-
-def _indent(lines: list[str]) -> list[str]:
-    return ["  " + line for line in lines]
+    return block(head, ["time", "share", "ranges", "kind", "annotation"], rows, width=width, align="rrrl")

@@ -13,7 +13,7 @@ from ..._units import format_us as us
 from ...names import OTHER
 from ...trace import Changes, TimeChange, TraceDiff
 from ._lines import terminal_width
-from ._table import table
+from ._table import block
 from ._words import LABELS, ROOM, prefixed, steps_text
 
 
@@ -61,13 +61,7 @@ def _changes(title: str, what: str, c: Changes, floor: float, width: int) -> lis
     if not rows:
         return [f"{title}: no change of {us(floor)} or more"]
     head = f"{title} (changes of {us(floor)} or more):"
-    return [
-        head,
-        *(
-            "  " + line
-            for line in table(["before", "after", "change", "status", what], rows, width=width, align="rrrl")
-        ),
-    ]
+    return block(head, ["before", "after", "change", "status", what], rows, width=width, align="rrrl")
 
 
 def _change_row(status: str, x: TimeChange) -> list[str]:

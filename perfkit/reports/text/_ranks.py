@@ -14,7 +14,7 @@ from ..._units import format_us as us
 from ...trace import ALL_PARTS, RanksAnalysis, Straggler, TraceAnalysis, work_per_step
 from ._analysis import findings_lines
 from ._lines import terminal_width
-from ._table import table
+from ._table import block, table
 from ._words import ROOM, prefixed
 
 _SHORT = ("data", "fwd", "bwd", "opt", "other")  # ALL_PARTS in a table header
@@ -59,8 +59,10 @@ def _straggler(s: Straggler, width: int) -> list[str]:
         [us(c.rank_us - c.others_us, sign=True), us(c.rank_us), us(c.others_us), c.kind, c.name]
         for c in s.causes
     ]
-    found = table(["excess", f"rank {s.rank}", "others", "kind", "what"], rows, width=width, align="rrrl")
-    return [head + "; what takes longer on it, per step:", *("  " + line for line in found)]
+    head += "; what takes longer on it, per step:"
+    return block(
+        head, ["excess", f"rank {s.rank}", "others", "kind", "what"], rows, width=width, align="rrrl"
+    )
 
 
 def _top_kernels(ranks: Sequence[TraceAnalysis], width: int) -> list[str]:
@@ -76,7 +78,4 @@ def _top_kernels(ranks: Sequence[TraceAnalysis], width: int) -> list[str]:
     ]
     rows = [[us(sum(v) / len(ranks)), us(max(v)), f"{len(v)}", n] for n, v in top]
     head = "Top kernels over the ranks (time per step: mean over ranks, highest rank):"
-    return [
-        head,
-        *("  " + line for line in table(["mean", "max", "ranks", "kernel"], rows, width=width, align="rrr")),
-    ]
+    return block(head, ["mean", "max", "ranks", "kernel"], rows, width=width, align="rrr")

@@ -111,3 +111,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int, 
         return "  ".join([*parts, shorten(cells[-1], room)]).rstrip()
 
     return [line(headers), *(line(r) for r in rows)]
+
+
+def block(
+    head: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int, align: str
+) -> list[str]:
+    """``head``, then the ``table`` indented under it."""
+    return [head, *("  " + line for line in table(headers, rows, width=width, align=align))]

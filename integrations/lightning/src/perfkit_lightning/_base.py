@@ -40,7 +40,10 @@ class PerfkitCallback(Member):
             return
         driver = self._driver = attach(trainer, self)
         if driver.missing is not None:
-            _warn_missing(driver.missing)
+            warn(
+                f"perfkit: this Lightning ({lightning.__version__}) has no {driver.missing}; perfkit's stage "
+                "metrics are off"
+            )
         self.joined(trainer, pl_module, driver)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -92,7 +95,3 @@ def _say_disabled() -> None:
     if not _said_disabled:
         _said_disabled = True
         say("perfkit is disabled (PERFKIT_DISABLED or perfkit.disable()): its callbacks do nothing")
-
-
-def _warn_missing(what: str) -> None:
-    warn(f"perfkit: this Lightning ({lightning.__version__}) has no {what}; perfkit's stage metrics are off")

@@ -1,13 +1,11 @@
-"""perfkit's lines on a Trainer's console: through logging, on rank 0, clear of the progress bar.
+"""perfkit's lines on a Trainer's console: through logging, on rank 0, clear of the progress bar
+(``perfkit.monitor.say_through``).
 
-Where logging is configured (the root logger has handlers: a Hydra job's console and
-``.log`` file, an application's own set-up), lines go to the ``perfkit.lightning`` logger,
-which propagates to them. Where nothing is configured, they go to a child of Lightning's
-logger, ``lightning.pytorch.perfkit``, and so to the console handler Lightning installs for
-its own messages. (Lightning's logger stops propagating when it installs that handler at
-import, which is before a Hydra app configures logging: a child of it would never reach
-Hydra's job log.) ``perfkit.monitor.say_through`` makes that choice, and logs a line inside
-``tqdm.external_write_mode``, so a line is never spliced into a bar on screen.
+Where logging is configured (a Hydra job's console and ``.log`` file), lines go to the
+``perfkit.lightning`` logger, which propagates to it; where nothing is, to a child of Lightning's
+logger, ``lightning.pytorch.perfkit``, and so to the console handler Lightning installs for its
+own messages. (Lightning's logger stops propagating when it installs that handler at import,
+before a Hydra app configures logging: a child of it would never reach Hydra's job log.)
 """
 
 from __future__ import annotations

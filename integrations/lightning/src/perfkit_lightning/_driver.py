@@ -58,7 +58,6 @@ class Member(Callback, StageListener):
     registry: perfkit.Registry | None = None
     include_sanity_check: bool = False
     top_k_slowest: int = 0
-    batch_size_fn: Callable[[Any], int | None] | None = None
     sample_interval_s: float = 0.1
 
     def wants_resources(self) -> bool:
@@ -112,7 +111,6 @@ class Driver:
             options, host, monitor=publishes, train_s_per_sample=carried.train_s_per_sample
         )
         self.recorder: StageRecorder = self.session.recorder
-        self.registry: perfkit.Registry = self.session.registry
         self._undo: list[Undo] = []
         self._eval: list[str] = []  # evaluation stages running now, innermost last
         self.missing = check(trainer)
@@ -150,7 +148,11 @@ class Driver:
         trainer: Any = self.trainer
         self._undo.append(hook_loaders(trainer, self.recorder))
         clock = HookClock(
-            trainer.profiler, self.recorder, trainer, ours=self._is_member, eval_stage=self._eval_stage
+            trainer.profiler,
+            self.recorder,
+            trainer,
+            ours=lambda cb: cb in self.members,
+            eval_stage=self._eval_stage,
         )
         original, trainer.profiler = trainer.profiler, clock
         self._undo.append(lambda: setattr(trainer, "profiler", original))
@@ -174,9 +176,6 @@ class Driver:
         trainer: Any = self.trainer
         trainer.__dict__.pop(DRIVER, None)
         setattr(trainer, CARRIED, Carried(self._runs, self.recorder.train_s_per_sample))
-
-    def _is_member(self, callback: Callback) -> bool:
-        return callback in self.members
 
     # ---- stage boundaries -------------------------------------------------------------------------
 

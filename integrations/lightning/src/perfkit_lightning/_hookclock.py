@@ -25,6 +25,7 @@ default profiler costs, about 1 µs a hook).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -67,17 +68,7 @@ optimization ``training_step`` holds the user's backward and optimizer step, whi
 hooks report (``perfkit.torch.time_step_parts``)."""
 
 
-class _Null:
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NULL = _Null()
+_NULL = contextlib.nullcontext()
 
 
 class _Span:

@@ -30,10 +30,6 @@ from typing import Any
 
 from lightning.pytorch import Callback, Trainer
 
-import perfkit
-
-from ._console import warn
-
 Undo = Callable[[], None]
 
 FIT_WRAPPED = ("setup_data", "on_advance_start", "on_advance_end")
@@ -142,26 +138,3 @@ def logger_methods(trainer: Trainer) -> list[tuple[Any, str, str]]:
         label = name if seen[name] == 1 else f"{name}#{seen[name]}"
         out += [(logger, m, f"{label}.{m}") for m in LOGGER_METHODS if callable(getattr(logger, m, None))]
     return out
-
-
-def time_gradient_sync(trainer: Trainer, registry: perfkit.Registry) -> bool:
-    """Time each rank's wait for the gradient all-reduce of the strategy's DDP model; False where
-    the model is not one, or has a communication hook of its own (kept: DDP takes one, and a
-    user's PowerSGD or compression hook matters more than perfkit's clock, which says so)."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    import perfkit.torch
-
-    model = getattr(trainer.strategy, "model", None)
-    if not isinstance(model, DistributedDataParallel):
-        return False
-    try:
-        return perfkit.torch.time_gradient_sync(model, registry=registry)
-    except RuntimeError as e:  # DDP: "register_comm_hook ... can only be called once"
-        if trainer.is_global_zero:
-            warn(
-                "perfkit: the DDP model already has a communication hook, kept as it is; each rank's "
-                "wait for the gradient all-reduce is not timed, so a rank with slow compute is not told "
-                f"from the ranks that wait for it (PerfMonitor(time_gradient_sync=False) says nothing): {e}"
-            )
-        return False

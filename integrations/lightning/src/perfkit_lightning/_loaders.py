@@ -69,7 +69,7 @@ def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> 
         clock = recorder.registry.clock
         t0 = clock()
         datasets: dict[str, str] = {}
-        loaders = instrument_all(request(), stage, recorder.registry, datasets=datasets)
+        loaders = _instrument(request(), stage, recorder.registry, itertools.count(), datasets)
         recorder.record(stage, series, t0, clock())
         for loader, dataset in datasets.items():
             recorder.name_dataset(loader, dataset)
@@ -79,23 +79,17 @@ def _hooked(request: Callable[[], Any], stage: str, recorder: StageRecorder) -> 
     return dataloader
 
 
-def instrument_all(
-    obj: Any, name: str, registry: perfkit.Registry, *, datasets: dict[str, str] | None = None
+def _instrument(
+    obj: Any, stage: str, registry: perfkit.Registry, index: Iterator[int], datasets: dict[str, str]
 ) -> Any:
     """``obj`` (a loader, a CombinedLoader, lists and dicts of them) with every loader instrumented.
 
     A DataLoader (any subclass, or an object wrapping one) or a torchdata node is instrumented in
     place; another iterable is returned wrapped (its wait is timed); what is not iterable is left
     alone, with one warning naming its type (its data wait is not measured). Loaders are named
-    in the order Lightning numbers them (``dataloader_idx``): ``name``, ``name/1``, ...; each
-    one's dataset class goes into ``datasets`` by that name.
+    in the order Lightning numbers them (``dataloader_idx``, counted by ``index``): ``stage``,
+    ``stage/1``, ...; each one's dataset class goes into ``datasets`` by that name.
     """
-    return _instrument(obj, name, registry, itertools.count(), {} if datasets is None else datasets)
-
-
-def _instrument(
-    obj: Any, stage: str, registry: perfkit.Registry, index: Iterator[int], datasets: dict[str, str]
-) -> Any:
     if obj is None or isinstance(obj, (str, bytes)):
         return obj
     flattened = getattr(obj, "flattened", None)  # a CombinedLoader

@@ -17,6 +17,7 @@ from lightning.pytorch import LightningModule, Trainer
 from torch.utils.data import DataLoader
 
 import perfkit
+from perfkit.checks import check_number
 from perfkit.monitor import Options, StageMonitor
 from perfkit.names import STAGES
 from perfkit.reports import trial_text
@@ -55,8 +56,6 @@ class PerfMonitor(PerfkitCallback):
     (``perfkit.torch.time_gradient_sync``, registered on the strategy's DDP model as the fit
     starts), so STRAGGLER tells a rank whose compute is slow from the ranks waiting for it; where
     the model already has a communication hook of its own, that hook is kept and perfkit says so.
-    ``merge_timeout_s``: how long the ranks wait for each other at an epoch's end to merge their
-    windows (``perfkit.torch.TorchRanks``); a rank later than that is named and the merge stops.
     These are ``perfkit.monitor.Options``, shared with the Hugging Face callback (same names,
     defaults and checks). PerfMonitor's own: ``enabled``, ``include_sanity_check`` (the sanity
     check's validation as a stage of its own), ``attach_report``, and ``trial=True``, which runs a
@@ -125,13 +124,12 @@ class PerfMonitor(PerfkitCallback):
         """The options, checked (``perfkit.monitor.Options``): the session's, when this monitor publishes."""
         self.registry = registry
         self.top_k_slowest = top_k_slowest
-        self.batch_size_fn = batch_size_fn
         self.sample_interval_s = float(sample_interval_s)
         self.enabled = bool(enabled)
         self.include_sanity_check = bool(include_sanity_check)
         self.attach_report = bool(attach_report)
         self.trial = bool(trial)
-        self.trial_budget_s = check_budget(trial_budget_s)
+        self.trial_budget_s = check_number(trial_budget_s, "trial_budget_s")
         self._monitor: StageMonitor | None = None
         self._last_metrics: dict[str, dict[str, float]] = {}
 
@@ -195,16 +193,6 @@ class PerfMonitor(PerfkitCallback):
         for sink in self.options.sinks:
             _close(sink)
         self._monitor = None
-
-    def run_path(self, driver: Driver) -> Path | None:
-        """Where the run directory is: ``run_dir``, else ``LOG_DIR/perfkit-run`` (None: not saved)."""
-        return driver.session.run_path
-
-
-def check_budget(value: object) -> float:
-    from perfkit.checks import check_number
-
-    return check_number(value, "trial_budget_s")
 
 
 def _close(sink: Sink) -> None:

@@ -87,30 +87,19 @@ class PerformanceProfilerCallback(_Preset):
             return
         assert self._fanout is not None
         snap = window.snapshot
+        step = snap.get(step_series("val"))
         out: dict[str, float] = {
             "performance/val_epoch_time": window.wall_s,
-            "performance/val_num_batches": float(_steps(snap, "val")),
+            "performance/val_num_batches": float(step.count if step is not None else 0),
         }
-        step = snap.get(step_series("val"))
         if step is not None:
-            for key, value in (
-                ("mean", step.mean_s),
-                ("median", step.median_s),
-                ("p95", step.p95_s),
-                ("p99", step.p99_s),
-                ("std", step.std_s),
-            ):
-                out[f"performance/val_batch_{key}"] = value
+            for key in ("mean", "median", "p95", "p99", "std"):
+                out[f"performance/val_batch_{key}"] = getattr(step, f"{key}_s")
         if self.profile_memory:
             out.update(_memory_keys(snap))
         self._fanout.emit(window, out, log_step(trainer, "val"))
         if self.verbose:
             say(performance_line(window, out))
-
-
-def _steps(snap: Snapshot, stage: str) -> int:
-    step = snap.get(step_series(stage))
-    return step.count if step is not None else 0
 
 
 def _memory_keys(snap: Snapshot) -> dict[str, float]:
@@ -190,14 +179,8 @@ class ThroughputMonitorCallback(_Preset):
         wait, fetch = snap.get(wait_series("train")), snap.get(fetch_series("train"))
         for key, stats in (("batch_load_time_ms", wait), ("batch_transform_time_ms", fetch or wait)):
             if stats is not None:
-                out.update(
-                    {
-                        f"{key}_avg": stats.mean_s * 1e3,
-                        f"{key}_p50": stats.median_s * 1e3,
-                        f"{key}_p95": stats.p95_s * 1e3,
-                        f"{key}_p99": stats.p99_s * 1e3,
-                    }
-                )
+                for name, stat in (("avg", "mean"), ("p50", "median"), ("p95", "p95"), ("p99", "p99")):
+                    out[f"{key}_{name}"] = getattr(stats, f"{stat}_s") * 1e3
         step = snap.get(step_series("train"))
         if step is not None:
             waited = wait.total_s if wait is not None else 0.0
