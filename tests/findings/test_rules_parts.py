@@ -160,12 +160,24 @@ def workers_epoch(reg: perfkit.Registry, clock: FakeClock, slow_ms: float, wait_
 def test_slow_worker_fires_for_one_worker_past_the_others_and_says_it_waits(
     reg: perfkit.Registry, clock: FakeClock
 ) -> None:
-    window = workers_epoch(reg, clock, slow_ms=120, wait_ms=30).window()  # waits 360 ms
+    """Handed one batch in 3, worker 2's 120 ms set the loop's pace at 40 ms a batch (its own 10 ms
+    and 30 ms of waiting); as fast as the others (40 ms: 13.3 ms a batch) the loop would turn at
+    13.3 ms: 26.7 ms of each 40 ms saved."""
+    window = workers_epoch(reg, clock, slow_ms=120, wait_ms=30).window(wall_s=0.48)  # 12 batches of 40 ms
     v = fires("SLOW_WORKER", case(window))
     assert v.subject == "worker 2"
-    assert v.share == pytest.approx(0.36 * (1 - 40 / 120))
+    assert v.share == pytest.approx((40 - 40 / 3) / 40)
     assert "3.0x" in v.message
     assert "5% CPU: waiting" in v.message
+
+
+def test_slow_worker_is_silent_where_the_loop_is_slower_than_its_pace(
+    reg: perfkit.Registry, clock: FakeClock
+) -> None:
+    """Its 120 ms one batch in 3 is 40 ms a batch; the loop's own 53 ms a batch (a second's epoch less
+    its waits, over 12 batches) hides it: the waits are not its."""
+    window = workers_epoch(reg, clock, slow_ms=120, wait_ms=30).window()
+    assert judged("SLOW_WORKER", case(window)) == []
 
 
 def test_slow_worker_is_silent_below_one_and_a_half_times_the_others(

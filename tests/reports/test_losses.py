@@ -59,7 +59,9 @@ def test_records_workers_dropped_are_in_the_report_and_the_summary(tmp_path: Pat
     assert w.window is not None
     snap = w.window.snapshot
     dropped = snap.dropped_in_transfer
-    assert dropped == RECORDS + 2 - OUTBOX_MAX  # the rows, the batch's fetch and its CPU time: past what fits
+    # the rows, then the batch's fetch, its CPU time and (where Linux keeps it) its wait for a core
+    per_batch = 3 if Path("/proc/thread-self/schedstat").exists() else 2
+    assert dropped == RECORDS + per_batch - OUTBOX_MAX
     assert snap["row"].count == OUTBOX_MAX
     lines = summary_text(w.window, stage_metrics(w.window)).splitlines()
     assert f"  lost     {dropped:,} worker records dropped in transfer" in lines

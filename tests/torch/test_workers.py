@@ -17,10 +17,11 @@ from torch.utils.data import DataLoader
 import perfkit
 import perfkit.torch
 from perfkit import Registry
-from perfkit.torch._workers import Shipment, collect_records, deliver
+from perfkit.torch._workers import Shipment, collect_records, deliver, queued_ns
 from tests.torch.loaders import ReportsInit, Squares, Stream, collate, mark_init
 
 METHODS = [m for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()]
+QUEUED = {"train.data.fetch_queued": 4} if queued_ns() is not None else {}
 
 
 def run_epochs(loader: DataLoader[Any], reg: Registry, epochs: int = 2) -> list[perfkit.Snapshot]:
@@ -66,8 +67,10 @@ def test_every_record_of_every_epoch_arrives_with_its_epoch(
             # worker, each batch received asks for one more; the draws past the 4th find it empty
             "train.data.sampler": 2 * workers + 4,
             "train.data.receive": 4 + resumed,  # a worker's batch rebuilt here
+            "train.data.handle": 4,  # each batch one tensor: one shared-memory handle opened
             "train.data.fetch": 4,
             "train.data.fetch_cpu": 4,
+            **QUEUED,  # each batch's time queued for a core in its worker, where the kernel says
             "getitem": 12,
             "transform": 12,
             "collate": 4,
