@@ -119,6 +119,17 @@ def test_waiting_workers_that_take_the_free_cores_are_not_said_to_compute() -> N
     assert "the 4 workers running already take the rest" in p.said
 
 
+def test_a_batch_computed_on_crowded_cores_is_computing_not_waiting() -> None:
+    """40% CPU over the batch's wall, but half of that wall it waited for a core: of the time it
+    could run, it computed 80%, so the cores are the limit, not the worker count."""
+    crowded = facts(workers=2, batch_s=0.010, batch_cpu_s=0.004, queued_s=0.005, loop_cpu_s=0.0095)
+    assert crowded.computes
+    assert not facts(workers=2, batch_s=0.010, batch_cpu_s=0.004).computes  # no queue read: waiting
+    p = propose_workers(crowded, share=0.5)
+    assert p.change == {}
+    assert "made by computing" in p.said
+
+
 def test_the_count_comes_from_the_loops_median_step_and_both_are_said() -> None:
     """A few slow steps stretch the mean (250 ms) past the median (187 ms): by the mean 2 workers
     of 400 ms a batch would do, by the median 3 are needed; the words give both times."""
