@@ -149,6 +149,7 @@ class LoaderFacts:
     worker_mb: float | None = None  # one worker's own memory (USS), the largest seen (None: not read)
     free_mb: float | None = None  # the host's least free memory in the epoch (None: not sampled)
     loop_median_s: float | None = None  # the loop's body per batch at the step's median (None: no steps)
+    loop_steady_s: float | None = None  # the mean with the epoch's one slowest step left out
     starts: int = 1  # the times the loader was started (iter()) in the epoch
     queued_s: float | None = None  # a worker's batch's time ready to run but waiting for a core
 
@@ -160,8 +161,11 @@ class LoaderFacts:
 
     @property
     def unstable(self) -> bool:
-        """The loop's mean time per batch is past ``UNSTABLE`` times its median: no gain holds."""
-        return self.loop_median_s is not None and self.loop_s > UNSTABLE * self.loop_median_s
+        """The loop's mean time per batch is past ``UNSTABLE`` times its median: no gain holds. The
+        epoch's one slowest step is left out of that mean: a first step that compiles or tunes
+        (seconds, once) is not a loop whose time moves."""
+        steady = self.loop_s if self.loop_steady_s is None else self.loop_steady_s
+        return self.loop_median_s is not None and steady > UNSTABLE * self.loop_median_s
 
     @property
     def model_cores(self) -> float:
@@ -234,9 +238,19 @@ def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
         worker_mb=_worker_mb(case),
         free_mb=None if free is None else float(free.min),
         loop_median_s=_loop_median(case, loop_s),
+        loop_steady_s=_loop_steady(case, loop_s),
         starts=max(1, begun.count if begun is not None else 1),
         queued_s=queued,
     )
+
+
+def _loop_steady(case: Case, loop_s: float) -> float | None:
+    """The loop's body per batch with the epoch's slowest step left out (None: under 3 steps)."""
+    step = case.window.snapshot.get(step_series(case.stage))
+    if step is None or step.count < 3:
+        return None
+    others = (step.total_s - step.max_s) / (step.count - 1)
+    return max(0.0, loop_s - step.mean_s + others)
 
 
 def _loop_median(case: Case, loop_s: float) -> float | None:
