@@ -210,7 +210,7 @@ def test_a_cpu_bound_collate_on_every_core_claims_no_gain_beyond_the_cores(recor
 def test_workers_that_sleep_are_proposed_past_the_cores_and_save_what_was_predicted(
     record_property: Any,
 ) -> None:
-    """2 workers sleep 40 ms a batch against a 5 ms loop: 8 keep up, past twice the cores (on 2
+    """2 workers sleep 40 ms a batch against a 5 ms loop: 6 to 8 keep up, past twice the cores (on 2
     cores, 4 was the old cap, and the words then said a 1%-CPU batch was 'made by computing');
     followed, the saving lands within the predicted interval, widened by the noise measured here."""
     plan = Plan(Rows(320, sleep_s=0.005), {"num_workers": 2}, batch=8, body_s=0.005)
@@ -218,7 +218,7 @@ def test_workers_that_sleep_are_proposed_past_the_cores_and_save_what_was_predic
     v = outcome.verdict
     assert v is not None
     assert v.kind == "INPUT_BOUND"
-    assert v.change["num_workers"] >= 7
+    assert v.change["num_workers"] >= 6  # 40 ms against 5-7 ms of loop: 6 to 8 (the old cap: 4 on 2 cores)
     assert v.gain is not None
     check(outcome, record_property)
     slack = outcome.timed.within(0.03)
