@@ -212,17 +212,24 @@ def test_workers_that_sleep_are_proposed_past_the_cores_and_save_what_was_predic
 ) -> None:
     """2 workers sleep 40 ms a batch against a 5 ms loop: 6 to 8 keep up, past twice the cores (on 2
     cores, 4 was the old cap, and the words then said a 1%-CPU batch was 'made by computing');
-    followed, the saving lands within the predicted interval, widened by the noise measured here."""
+    followed, the saving lands within the predicted interval, widened by the noise measured here
+    and, above, by the workers' start each epoch the persistent pool also saves (CI measured 64.3%
+    against 57-60.5% predicted)."""
     plan = Plan(Rows(320, sleep_s=0.005), {"num_workers": 2}, batch=8, body_s=0.005)
-    outcome = two_runs(plan)
-    v = outcome.verdict
+    d, first = run(plan)
+    v = proposal(d)
     assert v is not None
     assert v.kind == "INPUT_BOUND"
     assert v.change["num_workers"] >= 6  # 40 ms against 5-7 ms of loop: 6 to 8 (the old cap: 4 on 2 cores)
+    assert v.change["persistent_workers"] is True
     assert v.gain is not None
+    outcome = Outcome(v, interleaved(plan, v.change, first))
     check(outcome, record_property)
+    # the persistent pool the change sets also saves the workers' start each epoch: EPOCH_BOUNDARY's
+    # claim, not INPUT_BOUND's (under its threshold, a twentieth of the epoch, where it did not fire)
+    start = next((x.share for x in (*d.verdicts, *d.context) if x.kind == "EPOCH_BOUNDARY"), 0.05)
     slack = outcome.timed.within(0.03)
-    assert v.gain[0] - slack <= outcome.saving <= v.gain[1] + slack, (v.line, outcome.timed)
+    assert v.gain[0] - slack <= outcome.saving <= v.gain[1] + start + slack, (v.line, outcome.timed)
 
 
 def test_a_slow_worker_init_without_persistent_workers_gets_a_persistent_pool(record_property: Any) -> None:

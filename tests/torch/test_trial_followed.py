@@ -24,8 +24,9 @@ proposal are 8 workers (persistent), which keep up with the loop's ~400 batches/
 workers (both end the wait); the saving measured was 70.1-72.7%, below the low end by 7-10
 points, inside the noise those runs measured (8-14 points): the low end of a gain at 8 workers
 on 2 cores, beside the model's thread, was optimistic by about that much. The low end now keeps
-10% more slack for each worker past the cores (``perfkit.findings.workers._model.PREEMPT``: their
-wake-ups preempt the loop's thread): 71.2-74.7% predicted at the low end, 72.2% and 73.7% saved.
+more slack for the workers past the cores, each its CPU share of a core
+(``perfkit.findings.workers._model.preempted``: their wake-ups preempt the loop's thread): 71.0%
+predicted at the low end, 79.7% saved on a quieter machine.
 """
 
 from __future__ import annotations

@@ -41,8 +41,9 @@ def test_a_model_parallel_fit_is_split_into_each_ranks_compute_and_its_waits(tmp
         assert found is not None
         assert (found.rank, found.part) == (SLOW_RANK, "forward")
         # its excess is the planted time, within what the clocks disagree by and what alike work
-        # (backward, nothing planted there) differs by between the ranks
-        noise = disagree + abs(found.excess_s["backward"])
+        # (every part but forward: nothing planted there) differs by between the ranks (CI once read
+        # 183 ms for 160 planted, a 2-process gloo job on 2 busy cores)
+        noise = disagree + sum(abs(s) for part, s in found.excess_s.items() if part != "forward")
         planted = PLANTED_S * found.steps
         assert found.excess_s["forward"] == pytest.approx(planted, abs=max(0.1 * planted, noise))
         assert found.others_wait_by_part["forward"] > 0.75 * planted  # the other waits for it in forward

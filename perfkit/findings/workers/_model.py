@@ -16,8 +16,8 @@ stretches a few steps, and a mean stretched so asks too few workers; where the m
 
 The interval's high end is that bound; its low end adds what workers cost and the model does
 not show: moving each batch between processes (``IPC_S``, both ends), a margin for the
-contention the averages hide (``CONTENTION_MARGIN``, and ``PREEMPT`` more for each worker past the
-cores), and one start of the workers per epoch
+contention the averages hide (``CONTENTION_MARGIN``, and more for the workers past the cores:
+``preempted``), and one start of the workers per epoch
 (``START_S``). Where the model's threads already use every core and a batch is made by
 computing, no worker count is proposed: the workers would steal the model's cores (on 2 cores,
 2 workers for a cheap loader made an epoch 2.4x slower). Where the low end is under
@@ -36,7 +36,7 @@ and its change carries the ``reason``.
     >>> f = LoaderFacts("train", steps=100, wall_s=2.0, wait_s=0.015, loop_s=0.005, batch_s=0.015,
     ...                 batch_cpu_s=0.0, loop_cpu_s=0.005, workers=0, cores=2)
     >>> [round(g, 2) for g in gain(f, 3, share=0.75, starts=False)]
-    [0.66, 0.74]
+    [0.69, 0.74]
 """
 
 from __future__ import annotations
@@ -54,11 +54,20 @@ memory, the queue, unpickling): 0.1-0.3 ms for a small batch measured here; doub
 CONTENTION_MARGIN = 0.10
 """The low end's slack on the new time per batch: averages hide the moments workers and the model
 want a core at once."""
-PREEMPT = 0.10
-"""More of that slack for each worker past the cores: their wake-ups (a batch's every item read, a
-queue put) preempt the loop's thread, a cost no CPU share shows. 8 workers on 2 cores, each
-sleeping 0.3 ms an item, stretched a 2.5 ms loop to 4.2 ms (+70%; a trial's 8-worker proposal
-predicted 79%-84% and saved 71%: ``tests/torch/test_trial_followed.py``)."""
+
+
+def preempted(f: LoaderFacts, k: int) -> float:
+    """More of that slack with ``k`` workers past the cores: each one past them shares a core with
+    the loop's thread and takes it for its share of CPU (a batch's CPU over its wall; a tenth where
+    unmeasured), at the moments it wakes, which the cores' average bound does not see. Measured on
+    2 cores: 8 workers at 10% CPU (each sleeping 0.3 ms an item) stretched a 2.5 ms loop to 4.2 ms
+    (+70% against the +60% this gives; a trial's 8-worker proposal had predicted 79%-84% and saved
+    71%: ``tests/torch/test_trial_followed.py``); 8 workers at 2% CPU (sleeping 20 ms an item) left
+    an 11 ms loop as it was (+12% here)."""
+    share = f.batch_cpu_s / f.batch_s if f.batch_cpu_s is not None and f.batch_s > 0 else WAITING_CORE
+    return max(0, k - f.cores) * share
+
+
 START_S = 0.15
 """Starting workers (a fork each, plus their first batch) charged once per epoch to the low end."""
 NOISE = 0.02
@@ -90,7 +99,7 @@ def period(f: LoaderFacts, k: int, *, pessimistic: bool, measured_s: float | Non
     making = (f.batch_s + ipc) / k if measured_s is None else measured_s  # a trial's rate includes the IPC
     loop = f.loop_s if pessimistic else f.typical_loop_s  # the mean's slow steps in the low end only
     p = max(loop + ipc / 2, making, (cpu + ipc) / f.cores)
-    return p * (1 + CONTENTION_MARGIN + PREEMPT * max(0, k - f.cores)) if pessimistic else p
+    return p * (1 + CONTENTION_MARGIN + preempted(f, k)) if pessimistic else p
 
 
 def gain(

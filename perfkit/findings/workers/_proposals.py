@@ -20,7 +20,7 @@ bound and the contention margin (``_model.period``).
     ...                 batch_cpu_s=0.0, loop_cpu_s=0.005, workers=0, cores=2)
     >>> p = propose_workers(f, share=0.75)
     >>> p.change["num_workers"], [round(g, 2) for g in p.gain]
-    (3, [0.66, 0.74])
+    (3, [0.69, 0.74])
 """
 
 from __future__ import annotations
