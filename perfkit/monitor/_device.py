@@ -67,12 +67,20 @@ class DeviceAccount:
     def parts(self) -> DeviceParts | None:
         """What times each step part on the GPU for the recorder: with the registry's own events
         (``Registry(gpu_events=...)``, the seam tests fake the device at), else ``torch.cuda.Event``
-        on CUDA once the program has initialized it; None without either (nothing to time)."""
+        on CUDA once the program has initialized it and while no CUDA graph is being captured; None
+        without either (nothing to time)."""
         if self.registry.gpu_events is not None:
             return DeviceParts(self.registry, self.registry.gpu_events)
         torch = self._cuda()
         events = torch_events() if torch is not None else None
-        return None if events is None else DeviceParts(self.registry, events, ready=torch.cuda.is_initialized)
+        if events is None:
+            return None
+        cuda = torch.cuda
+
+        def ready() -> bool:  # an event recorded while a CUDA graph is captured would break the capture
+            return bool(cuda.is_initialized() and not cuda.is_current_stream_capturing())
+
+        return DeviceParts(self.registry, events, ready=ready)
 
     def stage_begins(self, stage: str) -> None:
         """A stage epoch begins: the watch starts (CUDA), the FLOPs are counted on training's first

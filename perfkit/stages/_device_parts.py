@@ -76,7 +76,7 @@ class DeviceParts:
         if ready is not None and not callable(ready):
             raise TypeError(f"ready must be a callable or None, got {ready!r}")
         self._registry = registry
-        self._ready = ready  # torch.cuda.is_initialized: no event before the program uses the GPU
+        self._ready = ready  # no event before the program uses the GPU, nor while a graph is captured
         self._events: EventFactory | None = events
         self._mark: tuple[GpuEvent, int] | None = None  # the last event of the open step, and when
         self._nodes: dict[tuple[int, str, str], int] = {}  # (base, stage, part or "") -> its node
@@ -102,6 +102,9 @@ class DeviceParts:
     def switch(self, stage: str, base: int, part: str, now: int) -> None:
         """The step's part changes at ``now``: what ran since the last event was ``part``."""
         if self._mark is None:
+            return
+        if self._ready is not None and not self._ready():  # a CUDA graph being captured, say
+            self._mark = self._first = None  # this step goes untimed: an event now would break it
             return
         start, t0 = self._mark
         try:

@@ -214,3 +214,27 @@ def test_one_step_in_every_is_timed_and_the_epoch_is_scaled_to_all(clock: FakeCl
         "forward": 18.0,
         "backward": 36.0,
     }
+
+
+def test_a_step_whose_stream_starts_capturing_a_graph_goes_untimed(clock: FakeClock) -> None:
+    """``ready`` turns false inside the step (a CUDA graph being captured: an event recorded then
+    would break the capture): no event is recorded from then on, and the step is not timed."""
+    stream = Stream(clock)
+    capturing = [False]
+    made: list[Event] = []
+
+    def events() -> Event:
+        made.append(stream.event())
+        return made[-1]
+
+    reg = perfkit.Registry(clock=clock)
+    device = DeviceParts(reg, events, ready=lambda: not capturing[0], every=1)  # type: ignore[arg-type]
+    rec = StageRecorder(reg, device=device)
+    rec.begin("train", 0)
+    rec.step_begin("train")
+    capturing[0] = True
+    rec.part_begin("backward")
+    rec.part_end("backward")
+    rec.step_end("train")
+    assert len(made) == 1  # the step's first event, before the capture began
+    assert gpu_parts(rec) == {}
