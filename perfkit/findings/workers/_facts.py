@@ -222,6 +222,7 @@ def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
     threads = _gauge(g, TORCH_THREADS)
     persistent = _gauge(g, setting_gauge(loader, "persistent_workers"))
     free = g.get(MEMORY_AVAILABLE)
+    median, steady = _loop_times(case, loop_s)
     return LoaderFacts(
         loader=loader,
         steps=steps,
@@ -237,29 +238,25 @@ def facts(case: Case, waiting_s: float) -> LoaderFacts | None:
         persistent=None if persistent is None else bool(persistent),
         worker_mb=_worker_mb(case),
         free_mb=None if free is None else float(free.min),
-        loop_median_s=_loop_median(case, loop_s),
-        loop_steady_s=_loop_steady(case, loop_s),
+        loop_median_s=median,
+        loop_steady_s=steady,
         starts=max(1, begun.count if begun is not None else 1),
         queued_s=queued,
     )
 
 
-def _loop_steady(case: Case, loop_s: float) -> float | None:
-    """The loop's body per batch with the epoch's slowest step left out (None: under 3 steps)."""
+def _loop_times(case: Case, loop_s: float) -> tuple[float | None, float | None]:
+    """The loop's body per batch (mean ``loop_s``) read two more ways from the epoch's steps, each
+    plus what the body spends outside the step (callbacks, logging) at its mean: with the step at
+    its median (None without steps), and with the epoch's slowest step left out (None under 3)."""
     step = case.window.snapshot.get(step_series(case.stage))
-    if step is None or step.count < 3:
-        return None
-    others = (step.total_s - step.max_s) / (step.count - 1)
-    return max(0.0, loop_s - step.mean_s + others)
-
-
-def _loop_median(case: Case, loop_s: float) -> float | None:
-    """The loop's body per batch with the step at its median: the step's median plus what the
-    body spends outside the step (callbacks, logging), at its mean; None without steps."""
-    step = case.window.snapshot.get(step_series(case.stage))
-    if step is None or not step.count or math.isnan(step.median_s):
-        return None
-    return max(0.0, loop_s - step.mean_s) + step.median_s
+    if step is None or not step.count:
+        return None, None
+    outside = loop_s - step.mean_s
+    median = None if math.isnan(step.median_s) else max(0.0, outside) + step.median_s
+    if step.count < 3:
+        return median, None
+    return median, max(0.0, outside + (step.total_s - step.max_s) / (step.count - 1))
 
 
 def _worker_mb(case: Case) -> float | None:

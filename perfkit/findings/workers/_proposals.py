@@ -247,10 +247,10 @@ def restart_advice(case: Case, started_s: float, first_s: float) -> Proposal:
             "every worker): make it cheaper, or keep the workers between epochs (persistent_workers=True) "
             "so it runs once"
         )
-    elif _set_workers(case):  # workers by the loader's settings, their batches not timed
+    elif set_to := _set_workers(case):  # workers by the loader's settings, their batches not timed
         action = (
             f"the first batch of each pass takes that much longer than the others: the "
-            f"{plural(_set_workers(case), 'worker')} start their first batches together, so the first "
+            f"{plural(set_to, 'worker')} start their first batches together, so the first "
             "waits for one worker's whole batch (time the workers with perfkit.torch.instrument to "
             "tell that from a slow start)"
         )
